@@ -1,0 +1,145 @@
+"""``AppFactory``: the composition root.
+
+It reads configuration (``apps.settings``), builds the LLM client and the
+tools, and hands them to an :class:`App`. Nothing below this layer reads files
+or the environment.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Sequence
+
+from ..config import DEFAULT_BASE_URL, is_secret_key
+from ..engine.loop import EngineSettings
+from ..errors import ConfigError
+from ..llm.base import LLM
+from ..tools.base import Tool
+from ..tools.registry import ToolRegistry
+from .app import App
+from .logs import configure_logging
+from .settings import ResolvedConfig, load_settings
+
+__all__ = ["AppFactory", "NO_LLM_HELP", "build_llm"]
+
+log = logging.getLogger("chatgpt_tool_hub.apps")
+
+APP_TYPES = ("victorinox",)
+
+NO_LLM_HELP = """No LLM is configured. Do one of these:
+  1. use OpenAI: set LLM_API_KEY (or OPENAI_API_KEY), or pass llm_api_key=... to create_app;
+  2. use a local OpenAI-compatible server (Ollama, vLLM, llama.cpp...): set LLM_API_BASE_URL,
+     e.g. LLM_API_BASE_URL=http://localhost:11434/v1 MODEL_NAME=llama3.1 (no key needed);
+  3. run a transformers model in-process: MODEL_NAME=local:<hub id or path>
+     (needs pip install "chatgpt-tool-hub[experts]").
+The same keys work in a .env file or in config.json's "kwargs"."""
+
+
+class AppFactory:
+    """Builds apps. ``init_env`` keeps chatgpt-tool-hub's call and sets defaults for later apps."""
+
+    def __init__(self, registry: ToolRegistry | None = None):
+        self._registry = registry
+        self._env_kwargs: dict[str, Any] = {}
+
+    def init_env(self, **kwargs: Any) -> "AppFactory":
+        """Remember ``kwargs`` as defaults for ``create_app`` and set up logging."""
+        self._env_kwargs.update(kwargs)
+        debug = kwargs.get("debug")
+        configure_logging(str(debug).lower() in ("1", "true", "yes", "on"), _secret_values(kwargs))
+        return self
+
+    @property
+    def registry(self) -> ToolRegistry:
+        if self._registry is None:
+            from ..tools.tool_register import main_tool_register
+
+            self._registry = main_tool_register
+        return self._registry
+
+    def create_app(self, app_type: str = "victorinox", tools_list: Sequence[str | Tool] | None = None, *,
+                   llm: LLM | None = None, approve: Callable[[str, Any], bool] | None = None,
+                   callbacks: Sequence[Callable] = (), **kwargs: Any) -> App:
+        """Build an app. ``tools_list`` holds tool names and ``Tool`` objects alike."""
+        if app_type not in APP_TYPES:
+            raise ConfigError(f"unknown app_type {app_type!r}; available: {', '.join(APP_TYPES)}",
+                              key="app_type")
+        registry = self.registry.copy()
+        merged = {**self._env_kwargs, **kwargs}
+        config = load_settings(merged, tool_prefixes=_prefixes(registry.get_registered_tool_names()))
+        configure_logging(bool(config["debug"]), _secret_values(config.values))
+        tools = self._build_tools(registry, tools_list, config)
+        if llm is None:
+            llm = build_llm(config.values)
+        settings = EngineSettings(
+            think_depth=config["think_depth"],
+            max_parse_retries=config["max_parse_retries"],
+            observation_max_chars=config["observation_max_chars"],
+            prompt_language=config["prompt_language"],
+        )
+        values = config.values
+
+        def llm_builder(model_name: str) -> LLM:
+            return build_llm({**values, "model_name": model_name})
+
+        app = App(llm, tools, settings=settings, memory_max_tokens=config["memory_max_tokens"],
+                  approve=approve, callbacks=callbacks, llm_builder=llm_builder,
+                  config={k: v for k, v in values.items() if not is_secret_key(k)})
+        log.debug("created %r with model %s", app, getattr(llm, "model_name", type(llm).__name__))
+        return app
+
+    def _build_tools(self, registry: ToolRegistry, tools_list: Sequence[str | Tool] | None,
+                     config: ResolvedConfig) -> list[Tool]:
+        requested: list[str | Tool] = list(tools_list if tools_list is not None else (config.tools or []))
+        if not config["no_default"]:
+            requested = [*registry.default_tool_names(), *requested]
+        unknown = [n for n in requested if isinstance(n, str) and n not in registry]
+        bad = [n for n in requested if not isinstance(n, (str, Tool))]
+        if bad:
+            raise ConfigError(f"tools_list items must be tool names or Tool objects, not {type(bad[0]).__name__}",
+                              key="tools_list")
+        if unknown:
+            known = ", ".join(sorted(registry.get_registered_tool_names())) or "(none)"
+            raise ConfigError(f"unknown tool(s) in tools_list: {', '.join(map(repr, unknown))}. "
+                              f"Known tools: {known}", key="tools_list")
+        tools: dict[str, Tool] = {}
+        for item in requested:
+            tool = item if isinstance(item, Tool) else registry.build(item, **config.values)
+            tools.setdefault(tool.name, tool)
+        return list(tools.values())
+
+
+def build_llm(values: dict[str, Any]) -> LLM:
+    """The LLM the configuration asks for, or a ``ConfigError`` that says how to configure one."""
+    model = str(values.get("model_name") or "")
+    if model.startswith("local:"):
+        from ..llm.local import LocalLLM
+
+        return LocalLLM(model[len("local:"):], device=values.get("local_device") or None,
+                        temperature=values.get("temperature") or 0.0)
+    base_url = values.get("llm_api_base_url") or DEFAULT_BASE_URL
+    key = values.get("llm_api_key")
+    deployment = values.get("deployment_id")
+    if not key and base_url.rstrip("/") == DEFAULT_BASE_URL and not deployment:
+        raise ConfigError(NO_LLM_HELP, key="llm_api_key")
+    from ..llm.openai_client import OpenAICompatibleLLM
+
+    return OpenAICompatibleLLM(
+        model,
+        api_key=key,
+        base_url=base_url,
+        temperature=values.get("temperature") or 0.0,
+        timeout=values.get("request_timeout") or 120.0,
+        max_retries=values.get("max_retries", 3),
+        proxy=values.get("proxy") or None,
+        deployment_id=deployment or None,
+        azure_api_version=values.get("azure_api_version") or "2024-06-01",
+    )
+
+
+def _prefixes(names: Sequence[str]) -> list[str]:
+    return [name.replace("-", "_").lower() + "_" for name in names]
+
+
+def _secret_values(values: dict[str, Any]) -> list[str]:
+    return [v for k, v in values.items() if isinstance(v, str) and v and is_secret_key(k)]

@@ -1,0 +1,124 @@
+"""Load configuration: kwargs > environment > ``.env`` > ``config.json`` > defaults.
+
+This is the only place that reads files or the environment for settings.
+Empty strings and ``None`` passed as keywords count as unset, because chatbot
+plugins pass dozens of empty keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..config import SETTINGS, coerce, defaults
+from ..errors import ConfigError
+
+__all__ = ["ResolvedConfig", "load_settings", "read_config_json", "read_env_file"]
+
+# keywords that steer loading itself and are not settings
+_LOADER_KEYS = {"config_path", "env_file"}
+
+
+@dataclass
+class ResolvedConfig:
+    values: dict[str, Any]
+    tools: list[str] | None = None           # "tools" from config.json, when present
+    sources: dict[str, str] = field(default_factory=dict)  # key -> where its value came from
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+def read_config_json(path: Path) -> tuple[list[str] | None, dict[str, Any]]:
+    """``(tools, kwargs)`` from a config.json; errors name the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}", key="config_path") from None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}; "
+            f"fix the file or compare it with config.json.template",
+            key="config_path",
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object like {{\"tools\": [], \"kwargs\": {{}}}}",
+                          key="config_path")
+    tools = data.get("tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, str) for t in tools)):
+        raise ConfigError(f"{path}: \"tools\" must be a list of tool names", key="tools")
+    kwargs = data.get("kwargs")
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict):
+        raise ConfigError(f"{path}: \"kwargs\" must be a JSON object", key="kwargs")
+    # keys starting with "__" are comments (see config.json.template)
+    return tools, {k: v for k, v in kwargs.items() if not str(k).startswith("__")}
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    from dotenv import dotenv_values
+
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
+
+
+def _is_set(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and value.strip() == "")
+
+
+def load_settings(kwargs: Mapping[str, Any], *, environ: Mapping[str, str] | None = None,
+                  tool_prefixes: Iterable[str] = (), cwd: Path | None = None) -> ResolvedConfig:
+    """Merge every source into typed values.
+
+    ``tool_prefixes`` (like ``"python_"``) says which environment variables
+    besides the table's belong to this app; other environment variables are
+    never read.
+    """
+    environ = os.environ if environ is None else environ
+    cwd = cwd or Path.cwd()
+    values: dict[str, Any] = defaults()
+    sources = {k: "default" for k in values}
+
+    def layer(items: Mapping[str, Any], source: str) -> None:
+        for key, value in items.items():
+            if _is_set(value):
+                values[key] = value
+                sources[key] = source
+
+    config_path = kwargs.get("config_path") or environ.get("CONFIG_PATH")
+    path = Path(config_path) if config_path else cwd / "config.json"
+    tools = None
+    if config_path or path.is_file():
+        tools, json_kwargs = read_config_json(path)
+        layer({k.lower(): v for k, v in json_kwargs.items()}, f"config.json ({path})")
+
+    env_path = Path(kwargs.get("env_file") or environ.get("ENV_FILE") or cwd / ".env")
+    if env_path.is_file():
+        layer({k.lower(): v for k, v in read_env_file(env_path).items()}, f".env ({env_path})")
+
+    layer(_from_environ(environ, tuple(tool_prefixes), set(values)), "environment")
+    layer({k: v for k, v in kwargs.items() if k not in _LOADER_KEYS}, "keyword")
+
+    typed = {key: coerce(key, value) for key, value in values.items()}
+    return ResolvedConfig(typed, tools, sources)
+
+
+def _from_environ(environ: Mapping[str, str], prefixes: tuple[str, ...], known: set[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for key, setting in SETTINGS.items():
+        for name in reversed(setting.env_names):  # the table's own name wins over aliases
+            if _is_set(environ.get(name)):
+                found[key] = environ[name]
+    if prefixes or known:
+        for name, value in environ.items():
+            low = name.lower()
+            if low not in SETTINGS and (low in known or low.startswith(prefixes)):
+                found[low] = value
+    return found

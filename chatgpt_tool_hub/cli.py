@@ -1,0 +1,326 @@
+"""``tool-hub``: ask, the LLM-OS terminal, run one tool, list tools, offline demo.
+
+The rich view is an observer of the engine's events; library code never prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable, Iterable, Sequence
+
+from . import __version__
+from .errors import ConfigError, RunError, ToolHubError, UserError
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 2
+HISTORY_FILE = os.path.join(os.path.expanduser("~"), ".tool_hub_history")
+
+HELP = """Commands:
+  /tools        list the tools of this session
+  /reset        forget the conversation
+  /depth N      allow N tool calls per question
+  /model NAME   switch the chat model
+  /help         this text
+  /exit         leave (Ctrl-D works too)"""
+
+
+# ---- the view: renders events ------------------------------------------------------
+
+
+class EventView:
+    """Renders engine events as panels; streams tokens in a transient live area."""
+
+    def __init__(self, console, *, verbose: bool = True):
+        self.console = console
+        self.verbose = verbose
+        self._live = None
+        self._buffer = ""
+
+    def __call__(self, event) -> None:
+        kind = event.kind
+        if kind == "token":
+            if self.verbose:
+                self._token(event.text)
+            return
+        self._stop_live()
+        if kind == "answer":
+            self._answer(event)
+        elif self.verbose:
+            self._panel(event)
+
+    def close(self) -> None:
+        self._stop_live()
+
+    def _token(self, text: str) -> None:
+        from rich.live import Live
+        from rich.text import Text
+
+        self._buffer += text
+        if self._live is None:
+            self._live = Live(Text(self._buffer, style="dim"), console=self.console, transient=True,
+                              refresh_per_second=12)
+            self._live.start()
+        else:
+            self._live.update(Text(self._buffer[-2000:], style="dim"))
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        self._buffer = ""
+
+    def _panel(self, event) -> None:
+        from rich.panel import Panel
+        from rich.text import Text
+
+        indent = "  " * event.depth
+        if event.kind == "thought":
+            body, title, style = Text(event.text), "Thought", "cyan"
+        elif event.kind == "action":
+            shown = event.tool_input if isinstance(event.tool_input, str) else json.dumps(
+                event.tool_input, ensure_ascii=False, indent=2)
+            body, title, style = Text(f"{event.tool}\n{shown}"), "Action", "yellow"
+        elif event.kind == "observation":
+            text = event.observation if len(event.observation) < 3000 else event.observation[:3000] + "\n..."
+            body, title, style = Text(text), f"Observation ({event.tool})", "green"
+        elif event.kind == "error":
+            body, title, style = Text(event.message), "Format problem, asking the model again", "red"
+        else:
+            return
+        self.console.print(Panel(body, title=f"{indent}{title}", title_align="left", border_style=style))
+
+    def _answer(self, event) -> None:
+        from rich.markdown import Markdown
+        from rich.panel import Panel
+
+        if self.verbose:
+            note = "" if event.stopped_by == "answer" else f" (stopped by {event.stopped_by.replace('_', ' ')})"
+            self.console.print(Panel(Markdown(event.text), title=f"AI{note}", title_align="left",
+                                     border_style="bold magenta"))
+        else:
+            self.console.print(event.text, markup=False, highlight=False)
+
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _approver(console) -> Callable[[str, Any], bool]:
+    def approve(tool_name: str, tool_input: Any) -> bool:
+        from rich.prompt import Confirm
+
+        shown = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, ensure_ascii=False)
+        console.print(f"[bold red]{tool_name}[/] wants to run with input:\n{shown}", markup=True)
+        return Confirm.ask("Allow?", console=console, default=False)
+
+    return approve
+
+
+def _create_app(args, console, **extra: Any):
+    from .apps import AppFactory
+
+    kwargs: dict[str, Any] = dict(extra)
+    if getattr(args, "model", None):
+        kwargs["model_name"] = args.model
+    if getattr(args, "depth", None) is not None:
+        kwargs["think_depth"] = args.depth
+    tools = args.tools.split(",") if getattr(args, "tools", None) else None
+    return AppFactory().create_app(tools_list=tools, approve=_approver(console), **kwargs)
+
+
+def cmd_ask(args) -> int:
+    console = _console()
+    app = _create_app(args, console)
+    view = EventView(console, verbose=args.verbose)
+    try:
+        for event in app.stream(" ".join(args.question)):
+            view(event)
+    finally:
+        view.close()
+        app.close()
+    return EXIT_OK
+
+
+def cmd_repl(args) -> int:
+    console = _console()
+    app = _create_app(args, console)
+    _load_readline()
+    console.print(f"[bold]LLM-OS[/] · chatgpt_tool_hub {__version__} · model "
+                  f"[cyan]{getattr(app.llm, 'model_name', '?')}[/] · tools: {', '.join(app.tool_names) or '(none)'}")
+    console.print("Type a question, or /help. Ctrl-D to leave.\n")
+    view = EventView(console, verbose=True)
+    try:
+        while True:
+            try:
+                line = input("you> ").strip()
+            except (EOFError, KeyboardInterrupt):
+                console.print()
+                break
+            if not line:
+                continue
+            if line.startswith("/"):
+                if _repl_command(line, app, console):
+                    break
+                continue
+            try:
+                for event in app.stream(line):
+                    view(event)
+            except KeyboardInterrupt:
+                console.print("[red]interrupted[/]")
+            except (RunError, UserError) as exc:
+                console.print(f"[red]{type(exc).__name__}:[/] {exc}", markup=True)
+            finally:
+                view.close()
+    finally:
+        _save_readline()
+        app.close()
+    return EXIT_OK
+
+
+def _repl_command(line: str, app, console) -> bool:
+    """Handle a /command; True means leave."""
+    name, _, arg = line.partition(" ")
+    arg = arg.strip()
+    if name in ("/exit", "/quit"):
+        return True
+    if name == "/tools":
+        _print_tools(console, [(t.name, t.description, []) for t in app.tools])
+    elif name == "/reset":
+        app.reset()
+        console.print("conversation forgotten")
+    elif name == "/depth":
+        if not arg.isdigit():
+            console.print("usage: /depth N (a whole number >= 0)")
+        else:
+            app.set_think_depth(int(arg))
+            console.print(f"think depth is now {arg}")
+    elif name == "/model":
+        if not arg:
+            console.print(f"model: {getattr(app.llm, 'model_name', '?')}; usage: /model NAME")
+        else:
+            try:
+                app.set_model(arg)
+                console.print(f"model is now {arg}")
+            except ToolHubError as exc:
+                console.print(f"cannot switch model: {exc}", markup=False)
+    elif name == "/help":
+        console.print(HELP, markup=False)
+    else:
+        console.print(f"unknown command {name}; /help lists them", markup=False)
+    return False
+
+
+def cmd_run(args) -> int:
+    from .apps.settings import load_settings
+    from .tools.tool_register import main_tool_register
+
+    registry = main_tool_register
+    config = load_settings({}, tool_prefixes=[n.replace("-", "_") + "_" for n in registry.get_registered_tool_names()])
+    tool = registry.build(args.tool, **config.values)
+    try:
+        print(tool.run(" ".join(args.input)))
+    finally:
+        tool.close()
+    return EXIT_OK
+
+
+def cmd_tools(args) -> int:
+    from .tools.tool_register import main_tool_register
+
+    rows = [(e.name, e.description, e.required_keys, e.default) for e in main_tool_register.entries()]
+    _print_tools(_console(), rows)
+    return EXIT_OK
+
+
+def _print_tools(console, rows: Iterable[Sequence[Any]]) -> None:
+    from rich.table import Table
+
+    table = Table(title="tools")
+    table.add_column("name", style="bold")
+    table.add_column("description")
+    table.add_column("keys it needs")
+    table.add_column("default")
+    for row in rows:
+        name, description, keys = row[0], row[1], row[2]
+        default = "yes" if len(row) > 3 and row[3] else ""
+        table.add_row(name, " ".join((description or "").split())[:200], ", ".join(keys) or "-", default)
+    console.print(table)
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(_console(), workspace=args.workspace)
+
+
+# ---- entry point ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tool-hub", description="A tool engine for LLMs: ask, chat, run tools.")
+    parser.add_argument("--version", action="version", version=f"chatgpt_tool_hub {__version__}")
+    parser.add_argument("--model", help="chat model (overrides MODEL_NAME)")
+    parser.add_argument("--tools", help="comma-separated tool names to add")
+    parser.add_argument("--depth", type=int, help="max tool calls per question (THINK_DEPTH)")
+    sub = parser.add_subparsers(dest="command")
+    ask = sub.add_parser("ask", help="answer one question")
+    ask.add_argument("question", nargs="+")
+    ask.add_argument("-v", "--verbose", action="store_true", help="show the inner monologue")
+    ask.set_defaults(func=cmd_ask)
+    run = sub.add_parser("run", help="run one tool on an input (pure mode, no LLM)")
+    run.add_argument("tool")
+    run.add_argument("input", nargs="*", default=[])
+    run.set_defaults(func=cmd_run)
+    tools = sub.add_parser("tools", help="list the registered tools")
+    tools.set_defaults(func=cmd_tools)
+    demo = sub.add_parser("demo", help="offline demo: a scripted controller drives the real tools")
+    demo.add_argument("--workspace", default=None, help="folder for the tools (default: a temporary one)")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func = getattr(args, "func", cmd_repl)
+    err = _console(stderr=True)
+    try:
+        return func(args)
+    except ConfigError as exc:
+        err.print(f"configuration error: {exc}", markup=False)
+        return EXIT_CONFIG
+    except ToolHubError as exc:
+        err.print(f"{type(exc).__name__}: {exc}", markup=False)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _load_readline() -> None:
+    try:
+        import readline
+
+        if os.path.exists(HISTORY_FILE):
+            readline.read_history_file(HISTORY_FILE)
+    except (ImportError, OSError):
+        pass
+
+
+def _save_readline() -> None:
+    try:
+        import readline
+
+        readline.set_history_length(1000)
+        readline.write_history_file(HISTORY_FILE)
+    except (ImportError, OSError):
+        pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The configuration table and typed coercion (no I/O here).
+
+Loading (kwargs > environment > ``.env`` > ``config.json`` > defaults) lives in
+``chatgpt_tool_hub.apps.settings``; this module only says which keys exist,
+their types and defaults, and turns raw values into typed ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import ConfigError
+
+__all__ = ["Setting", "SETTINGS", "coerce", "coerce_as", "defaults", "get_typed", "is_secret_key", "DEFAULT_BASE_URL"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    type: type
+    default: Any
+    help: str
+    env: tuple[str, ...] = ()
+    secret: bool = False
+
+    @property
+    def env_names(self) -> tuple[str, ...]:
+        return (self.key.upper(),) + self.env
+
+
+SETTINGS: dict[str, Setting] = {
+    s.key: s
+    for s in (
+        Setting("llm_api_key", str, None, "key for the OpenAI-compatible endpoint",
+                env=("OPENAI_API_KEY",), secret=True),
+        Setting("llm_api_base_url", str, DEFAULT_BASE_URL,
+                "base URL of any OpenAI-compatible server (vLLM, Ollama, llama.cpp, Azure...)",
+                env=("OPENAI_API_BASE", "OPENAI_BASE_URL")),
+        Setting("model_name", str, "gpt-4o-mini", "chat model; 'local:<hub id or path>' runs it in-process"),
+        Setting("deployment_id", str, None, "Azure OpenAI deployment id (turns on the Azure client)"),
+        Setting("azure_api_version", str, "2024-06-01", "Azure OpenAI API version"),
+        Setting("think_depth", int, 3, "max tool calls per question, per engine"),
+        Setting("request_timeout", float, 120.0, "seconds per LLM request"),
+        Setting("max_retries", int, 3, "LLM request retries on 429/5xx/timeouts"),
+        Setting("proxy", str, None, "HTTP(S) proxy for the LLM client and network tools"),
+        Setting("temperature", float, 0.0, "sampling temperature"),
+        Setting("debug", bool, False, "verbose logs (never secrets)"),
+        Setting("no_default", bool, False, "do not add the default tools"),
+        Setting("max_parse_retries", int, 2, "malformed outputs sent back to the LLM per question"),
+        Setting("memory_max_tokens", int, 2000, "token budget of the chat history kept per session"),
+        Setting("observation_max_chars", int, 4000, "longer observations keep head and tail"),
+        Setting("prompt_language", str, "auto", "'en', 'zh' or 'auto' (by the question's script)"),
+        Setting("workspace_dir", str, "./workspace", "working directory of transactional tools"),
+    )
+}
+
+_SECRET_HINTS = ("key", "token", "secret", "password", "appid", "authorization", "credential")
+
+
+def is_secret_key(key: str) -> bool:
+    """True for settings whose values must never be logged or shown."""
+    low = key.lower()
+    if low in SETTINGS:
+        return SETTINGS[low].secret
+    return any(h in low for h in _SECRET_HINTS)
+
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f", ""}
+
+
+def coerce_as(key: str, value: Any, typ: type) -> Any:
+    """Turn ``value`` into ``typ`` or raise :class:`ConfigError` naming ``key``."""
+    if value is None:
+        return None
+    try:
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, (int, float)):
+                return bool(value)
+            text = str(value).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError(value)
+        if typ is int:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            return int(str(value).strip())
+        if typ is float:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(str(value).strip()) if isinstance(value, str) else float(value)
+        if typ is str:
+            return value if isinstance(value, str) else str(value)
+        return typ(value)
+    except (TypeError, ValueError):
+        shown = "<hidden>" if is_secret_key(key) else repr(value)[:60]
+        raise ConfigError(
+            f"setting '{key}' must be {typ.__name__}, got {shown}; "
+            f"set it as a create_app keyword, the {key.upper()} environment variable, "
+            f"or in config.json's \"kwargs\"",
+            key=key,
+        ) from None
+
+
+def coerce(key: str, value: Any) -> Any:
+    """Coerce a known key by the table; unknown keys pass through unchanged."""
+    setting = SETTINGS.get(key)
+    if setting is None:
+        return value
+    typed = coerce_as(key, value, setting.type)
+    if key == "think_depth" and typed is not None and typed < 0:
+        raise ConfigError("setting 'think_depth' must be >= 0", key=key)
+    return typed
+
+
+def defaults() -> dict[str, Any]:
+    return {k: s.default for k, s in SETTINGS.items()}
+
+
+def get_typed(kwargs: Mapping[str, Any], key: str, default: Any) -> Any:
+    """Read a per-tool setting from ``kwargs``, typed like ``default``.
+
+    Empty strings and ``None`` count as unset (chatbot plugins pass many empty
+    keys).
+    """
+    value = kwargs.get(key)
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return default
+    if default is None:
+        return value
+    return coerce_as(key, value, type(default))

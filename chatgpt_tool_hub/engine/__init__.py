@@ -1,0 +1,1 @@
+"""The ReAct engine: prompts, parser, loop, memory."""

@@ -1,0 +1,228 @@
+"""The ReAct loop.
+
+``Engine.iter_run`` is a generator of typed events whose return value is the
+:class:`RunResult`. The loop itself fits on a screen; each kind of step is a
+small method. The engine is re-entrant: all per-run state is in ``RunState``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
+
+from ..errors import OutputParserError, ToolInputError, ModelFeedbackError
+from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
+from ..llm.base import LLM, LLMResponse, Message, StreamChunk, Usage, collect_stream
+from ..tools.base import Tool
+from .budget import Budget
+from .parser import Action, Finish, parse_output
+from .prompts import PromptSet, detect_language, load_prompts
+from .steps import ParseFailureStep, RunResult, RunState, ToolStep
+
+__all__ = ["Engine", "EngineSettings", "truncate_observation", "STOP_SEQUENCES"]
+
+log = logging.getLogger("chatgpt_tool_hub.engine")
+STOP_SEQUENCES = ["\nObservation:", "\nObservation："]
+Approver = Callable[[str, Any], bool]
+RunGen = Generator[Event, None, RunResult]
+
+
+@dataclass
+class EngineSettings:
+    think_depth: int = 3
+    max_parse_retries: int = 2
+    observation_max_chars: int = 4000
+    prompt_language: str = "auto"
+    bot_name: str = "LLM-OS"
+    depth: int = 0  # nesting depth, for subtree engines
+
+
+class Engine:
+    """A ReAct engine over one LLM and a fixed set of tools."""
+
+    def __init__(self, llm: LLM, tools: Iterable[Tool] = (), settings: EngineSettings | None = None, *,
+                 approve: Approver | None = None, budget: Budget | None = None):
+        self.llm = llm
+        self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        self.settings = settings or EngineSettings()
+        self.approve = approve
+        self.budget = budget
+
+    # ---- the loop ------------------------------------------------------------
+
+    def iter_run(self, query: str, history: Sequence[Message] = (), *, stream: bool = False) -> RunGen:
+        language = detect_language(query, self.settings.prompt_language)
+        state = RunState(query=query, messages=self._initial_messages(query, history, language), language=language)
+        while True:
+            reply = yield from self._call_llm(state, stream)
+            try:
+                decision = parse_output(reply.text, list(self.tools))
+            except OutputParserError as err:
+                if len(state.parse_failures) >= self.settings.max_parse_retries:
+                    return (yield from self._give_up_on_parsing(state, reply.text))
+                yield from self._send_feedback(state, reply.text, err)
+                continue
+            if decision.thought:
+                yield ThoughtEvent(decision.thought, self.settings.depth)
+            if isinstance(decision, Finish):
+                return (yield from self._answer(state, decision.output, "answer"))
+            if state.tool_calls >= self.settings.think_depth:
+                return (yield from self._finish_at_depth(state, reply.text))
+            yield from self._act(state, decision)
+
+    def run(self, query: str, history: Sequence[Message] = (), *,
+            callbacks: Sequence[Callable[[Event], None]] = ()) -> RunResult:
+        gen = self.iter_run(query, history)
+        while True:
+            try:
+                event = next(gen)
+            except StopIteration as stop:
+                return stop.value
+            for callback in callbacks:
+                callback(event)
+
+    # ---- one step each ---------------------------------------------------------
+
+    def _call_llm(self, state: RunState, stream: bool) -> Generator[Event, None, LLMResponse]:
+        if self.budget is not None:
+            self.budget.charge_llm()
+        started = time.perf_counter()
+        streamer = getattr(self.llm, "stream", None) if stream else None
+        if streamer is not None:
+            chunks: list[StreamChunk] = []
+            for chunk in streamer(state.messages, stop=STOP_SEQUENCES):
+                chunks.append(chunk)
+                if chunk.text:
+                    yield TokenEvent(chunk.text, self.settings.depth)
+            response = collect_stream(iter(chunks))
+        else:
+            response = self.llm.complete(state.messages, stop=STOP_SEQUENCES)
+            if stream and response.text:
+                yield TokenEvent(response.text, self.settings.depth)
+        state.usage.calls.append(response.usage if isinstance(response.usage, Usage) else Usage())
+        log.debug("llm call %d: %d chars, finish=%s, %.3fs", state.usage.llm_calls, len(response.text or ""),
+                  response.finish_reason, time.perf_counter() - started)
+        if response.text is None:
+            response.text = ""
+        return response
+
+    def _send_feedback(self, state: RunState, text: str, err: OutputParserError) -> Generator[Event, None, None]:
+        failure = ParseFailureStep(text, err.feedback)
+        state.parse_failures.append(failure)
+        state.messages.extend(failure.render())
+        yield ErrorEvent(err.feedback, "OutputParserError", self.settings.depth)
+
+    def _give_up_on_parsing(self, state: RunState, text: str) -> RunGen:
+        output = text.strip() or self._prompts(state).render("empty_reply")
+        return (yield from self._answer(state, output, "parse_error"))
+
+    def _act(self, state: RunState, action: Action) -> Generator[Event, None, None]:
+        depth = self.settings.depth
+        yield ActionEvent(action.tool, action.tool_input, depth)
+        started = time.perf_counter()
+        observation, status, tool_name = self._dispatch(state, action)
+        observation = truncate_observation(observation, self.settings.observation_max_chars)
+        step = ToolStep(tool_name, action.tool_input, observation, action.thought, action.log or "",
+                        status, time.perf_counter() - started)
+        state.steps.append(step)
+        message = self._prompts(state).render("observation", observation=observation)
+        state.messages.extend(step.render(message))
+        yield ObservationEvent(tool_name, observation, depth)
+
+    def _dispatch(self, state: RunState, action: Action) -> tuple[str, str, str]:
+        """Run the tool; every failure becomes an observation (status, text)."""
+        prompts = self._prompts(state)
+        tool = self._resolve(action.tool)
+        if tool is None:
+            names = ", ".join(self.tools) or "(none)"
+            return prompts.render("unknown_tool", tool=action.tool, tool_names=names), "unknown_tool", action.tool
+        if self.budget is not None:
+            self.budget.charge_tool()
+        if tool.dangerous and self.approve is not None and not self._approved(tool, action.tool_input):
+            return prompts.render("denied", tool=tool.name), "denied", tool.name
+        try:
+            return tool.run(action.tool_input), "ok", tool.name
+        except ModelFeedbackError as exc:  # bad input or a failure the tool explained
+            return f"Error: {exc}", "error", tool.name
+        except Exception as exc:  # a tool bug must not end the run
+            log.debug("tool %s raised", tool.name, exc_info=True)
+            error = f"{type(exc).__name__}: {exc}"
+            return prompts.render("tool_error", tool=tool.name, error=error), "error", tool.name
+
+    def _approved(self, tool: Tool, tool_input: Any) -> bool:
+        try:
+            return bool(self.approve(tool.name, tool_input))
+        except Exception:
+            log.warning("the approval callback raised; treating it as a refusal", exc_info=True)
+            return False
+
+    def _finish_at_depth(self, state: RunState, pending_output: str) -> RunGen:
+        prompts = self._prompts(state)
+        depth = self.settings.think_depth
+        state.messages.append({"role": "assistant", "content": pending_output})
+        state.messages.append({"role": "user", "content": prompts.render("final_request", think_depth=depth)})
+        reply = yield from self._call_llm(state, stream=False)
+        try:
+            decision = parse_output(reply.text, list(self.tools))
+        except OutputParserError:
+            decision = None
+        if isinstance(decision, Finish) and decision.output.strip():
+            return (yield from self._answer(state, decision.output, "think_depth"))
+        last = state.steps[-1].observation if state.steps else ""
+        output = (prompts.render("depth_fallback", think_depth=depth, observation=last) if last
+                  else prompts.render("depth_fallback_empty", think_depth=depth))
+        return (yield from self._answer(state, output, "think_depth"))
+
+    def _answer(self, state: RunState, output: str, stopped_by: str) -> RunGen:
+        yield AnswerEvent(output, stopped_by, self.settings.depth)
+        return state.result(output, stopped_by)  # type: ignore[arg-type]
+
+    # ---- helpers -----------------------------------------------------------------
+
+    def _resolve(self, name: str) -> Tool | None:
+        if name in self.tools:
+            return self.tools[name]
+        low = name.strip().lower()
+        for known, tool in self.tools.items():
+            if known.lower() == low:
+                return tool
+        return None
+
+    def _prompts(self, state: RunState) -> PromptSet:
+        return load_prompts(state.language)
+
+    def _initial_messages(self, query: str, history: Sequence[Message], language: str) -> list[Message]:
+        prompts = load_prompts(language)
+        values: dict[str, Any] = {"bot_name": self.settings.bot_name, "date": _dt.date.today().isoformat()}
+        if self.tools:
+            values["tools"] = "\n".join(f"> {t.name}: {_one_line(t.description)}" + _args_hint(t)
+                                        for t in self.tools.values())
+            values["tool_names"] = ", ".join(self.tools)
+            system = prompts.render("system", **values)
+        else:
+            system = prompts.render("system_no_tools", **values)
+        return [{"role": "system", "content": system}, *history, {"role": "user", "content": query}]
+
+
+def _one_line(text: str) -> str:
+    return " ".join((text or "").split())
+
+
+def _args_hint(tool: Tool) -> str:
+    if tool.parameters is None or tool.single_parameter:
+        return ""
+    return f" Input: a JSON object like {tool.example_input()}"
+
+
+def truncate_observation(text: str, limit: int) -> str:
+    """Keep head and tail of a long observation with a marker in between."""
+    text = text if isinstance(text, str) else str(text)
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n... [{omitted} characters omitted] ...\n{text[-tail:]}"

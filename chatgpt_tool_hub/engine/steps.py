@@ -1,0 +1,89 @@
+"""Run state and steps as plain dataclasses; the prompt is a fold over the steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..llm.base import Message, Usage
+
+__all__ = ["ToolStep", "ParseFailureStep", "RunUsage", "RunResult", "RunState", "StopReason"]
+
+StopReason = Literal["answer", "think_depth", "parse_error", "budget", "error"]
+
+
+@dataclass
+class ToolStep:
+    """One tool call: what the LLM said, what ran, what came back."""
+
+    tool: str
+    tool_input: Any
+    observation: str
+    thought: str = ""
+    llm_output: str = ""
+    status: Literal["ok", "error", "unknown_tool", "denied"] = "ok"
+    seconds: float = 0.0
+
+    def render(self, observation_message: str) -> list[Message]:
+        return [{"role": "assistant", "content": self.llm_output},
+                {"role": "user", "content": observation_message}]
+
+
+@dataclass
+class ParseFailureStep:
+    """An output the parser could not read, and the feedback sent back."""
+
+    llm_output: str
+    feedback: str
+
+    def render(self) -> list[Message]:
+        return [{"role": "assistant", "content": self.llm_output or "(empty reply)"},
+                {"role": "user", "content": self.feedback}]
+
+
+@dataclass
+class RunUsage:
+    """Token usage per LLM call and in total."""
+
+    calls: list[Usage] = field(default_factory=list)
+
+    @property
+    def total(self) -> Usage:
+        total = Usage()
+        for call in self.calls:
+            total = total + call
+        return total
+
+    @property
+    def llm_calls(self) -> int:
+        return len(self.calls)
+
+
+@dataclass
+class RunResult:
+    """What ``app.run()`` returns."""
+
+    output: str
+    steps: list[ToolStep] = field(default_factory=list)
+    usage: RunUsage = field(default_factory=RunUsage)
+    stopped_by: StopReason = "answer"
+    parse_failures: list[ParseFailureStep] = field(default_factory=list)
+
+
+@dataclass
+class RunState:
+    """Everything one run changes; the engine itself holds no per-run state."""
+
+    query: str
+    messages: list[Message]
+    language: str
+    steps: list[ToolStep] = field(default_factory=list)
+    parse_failures: list[ParseFailureStep] = field(default_factory=list)
+    usage: RunUsage = field(default_factory=RunUsage)
+
+    @property
+    def tool_calls(self) -> int:
+        return len(self.steps)
+
+    def result(self, output: str, stopped_by: StopReason) -> RunResult:
+        return RunResult(output, list(self.steps), self.usage, stopped_by, list(self.parse_failures))

@@ -1,0 +1,610 @@
+"""The OpenAI-compatible chat client: OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp…
+
+Built on the ``openai`` package (imported lazily, on first use) with the
+package's own retries turned off: this module retries by itself, with
+exponential backoff and full jitter, on 408/409/429/5xx, timeouts and
+connection errors, honouring ``Retry-After`` / ``retry-after-ms``. Errors come
+out as :mod:`chatgpt_tool_hub.errors` types whose messages name the setting to
+fix -- and never contain the API key.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from ..errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError, UserError
+from .base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
+from . import tokens
+
+__all__ = ["OpenAICompatibleLLM", "cut_at_stop", "StopCutter", "MAX_STOP_SEQUENCES"]
+
+logger = logging.getLogger("chatgpt_tool_hub.llm")
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+NO_KEY_PLACEHOLDER = "no-key-required"  # sent to servers that need no key (Ollama, vLLM…)
+MAX_STOP_SEQUENCES = 4  # OpenAI accepts at most 4; the rest are applied client-side
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+KEY_HINT = "check llm_api_key / LLM_API_KEY"
+MODEL_HINT = "check model_name / MODEL_NAME and llm_api_base_url / LLM_API_BASE_URL"
+URL_HINT = "check llm_api_base_url / LLM_API_BASE_URL, proxy / PROXY and request_timeout / REQUEST_TIMEOUT"
+
+_sleep = time.sleep  # patched in tests
+
+
+# --- stop sequences --------------------------------------------------------------------
+
+
+def _clean_stop(stop: Sequence[str] | str | None) -> list[str]:
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        stop = [stop]
+    out: list[str] = []
+    for s in stop:
+        if s and s not in out:
+            out.append(str(s))
+    return out
+
+
+def cut_at_stop(text: str, stop: Sequence[str] | str | None) -> tuple[str, bool]:
+    """``text`` cut before the earliest stop string; and whether a cut happened."""
+    cut = len(text)
+    for s in _clean_stop(stop):
+        i = text.find(s)
+        if i != -1 and i < cut:
+            cut = i
+    return text[:cut], cut < len(text)
+
+
+class StopCutter:
+    """Applies stop strings to a stream of text pieces.
+
+    ``feed(piece)`` returns the text that is safe to emit now (it holds back a
+    tail that could be the start of a stop string); ``stopped`` turns True once
+    a stop string was seen; ``flush()`` returns what is held back at the end.
+    """
+
+    def __init__(self, stop: Sequence[str] | str | None) -> None:
+        self.stop = _clean_stop(stop)
+        self._hold = max((len(s) for s in self.stop), default=1) - 1
+        self._buffer = ""
+        self.stopped = False
+
+    def feed(self, piece: str) -> str:
+        if self.stopped or not piece:
+            return ""
+        if not self.stop:
+            return piece
+        self._buffer += piece
+        text, hit = cut_at_stop(self._buffer, self.stop)
+        if hit:
+            self.stopped = True
+            self._buffer = ""
+            return text
+        if self._hold <= 0:
+            out, self._buffer = self._buffer, ""
+            return out
+        out, self._buffer = self._buffer[: -self._hold], self._buffer[-self._hold:]
+        return out
+
+    def flush(self) -> str:
+        out, self._buffer = ("" if self.stopped else self._buffer), ""
+        return out
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+class _Secret:
+    """Holds the API key; its repr and str never show it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value
+
+    def get(self) -> str | None:
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __repr__(self) -> str:
+        return "'***'" if self._value else "None"
+
+    __str__ = __repr__
+
+
+def _blank_to_none(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def _safe_url(url: str | None) -> str:
+    """``url`` without user-info or query (which may carry credentials)."""
+    if not url:
+        return OPENAI_BASE_URL
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return f"{parts.scheme}://{host}{parts.path}" if parts.scheme else url.split("?")[0]
+    except ValueError:
+        return "<invalid url>"
+
+
+def _is_openai_url(url: str | None) -> bool:
+    if not url:
+        return True
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    return host == "openai.com" or host.endswith(".openai.com")
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
+    if not headers:
+        return None
+    try:
+        value = headers.get("retry-after-ms")
+        if value is not None:
+            return max(0.0, float(value) / 1000.0)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def _as_dict(obj: Any) -> Any:
+    """A parsed openai object (pydantic model, str, dict…) as plain JSON data."""
+    if obj is None or isinstance(obj, (dict, list, int, float, bool)):
+        return obj
+    if isinstance(obj, (str, bytes)):
+        try:
+            return json.loads(obj)
+        except ValueError:
+            return None
+    for method in ("to_dict", "model_dump"):
+        fn = getattr(obj, method, None)
+        if callable(fn):
+            try:
+                return fn()
+            except Exception:
+                continue
+    return None
+
+
+def _usage_from(data: Any) -> Usage | None:
+    if not isinstance(data, Mapping):
+        return None
+    usage = data.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    try:
+        return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), False)
+    except (TypeError, ValueError):
+        return None
+
+
+class _Attempt(Exception):
+    """Internal: a failed attempt that may be retried."""
+
+    def __init__(self, what: str, retry_after: float | None = None) -> None:
+        super().__init__(what)
+        self.what = what
+        self.retry_after = retry_after
+
+
+# --- the client ---------------------------------------------------------------------------
+
+
+class OpenAICompatibleLLM(BaseLLM):
+    """Chat completions from any OpenAI-compatible endpoint.
+
+    ``max_retries`` is the number of retries after the first attempt. Empty
+    strings for ``api_key``, ``base_url``, ``proxy`` and ``deployment_id`` count
+    as unset. A base URL that is not OpenAI's needs no key. With
+    ``deployment_id`` the Azure OpenAI client is used (``base_url`` is the Azure
+    endpoint).
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        temperature: float = 0.0,
+        timeout: float = 120,
+        max_retries: int = 3,
+        proxy: str | None = None,
+        deployment_id: str | None = None,
+        azure_api_version: str = "2024-06-01",
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+    ) -> None:
+        if not model_name and not _blank_to_none(deployment_id):
+            raise ConfigError("model_name / MODEL_NAME is empty: set it to a chat model name", key="model_name")
+        if max_retries < 0:
+            raise ConfigError("max_retries must be >= 0", key="max_retries")
+        if timeout is not None and timeout <= 0:
+            raise ConfigError("request_timeout / REQUEST_TIMEOUT must be > 0 seconds", key="request_timeout")
+        self.model_name = model_name or str(deployment_id)
+        self._api_key = _Secret(_blank_to_none(api_key))
+        self.base_url = _blank_to_none(base_url)
+        self.temperature = temperature
+        self.timeout = timeout
+        self.max_retries = int(max_retries)
+        self.proxy = _blank_to_none(proxy)
+        self.deployment_id = _blank_to_none(deployment_id)
+        self.azure_api_version = azure_api_version
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._unsupported: set[str] = set()  # request parameters the server rejected
+
+    # -- presentation: never the key ---------------------------------------------------
+
+    def __repr__(self) -> str:
+        extra = f", deployment_id={self.deployment_id!r}" if self.deployment_id else ""
+        return (
+            f"{type(self).__name__}(model_name={self.model_name!r}, base_url={_safe_url(self.base_url)!r}, "
+            f"api_key={'set' if self._api_key else 'unset'}{extra})"
+        )
+
+    def __getstate__(self) -> dict:
+        raise TypeError(f"{type(self).__name__} cannot be pickled (it holds a client and a secret)")
+
+    @property
+    def is_azure(self) -> bool:
+        return self.deployment_id is not None
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint URL, safe to show (no credentials)."""
+        return _safe_url(self.base_url)
+
+    def _scrub(self, text: Any) -> str:
+        text = str(text)
+        key = self._api_key.get()
+        if key and key in text:
+            text = text.replace(key, "***")
+        return text
+
+    # -- the openai client ---------------------------------------------------------
+
+    def _get_client(self) -> Any:
+        if self._client is not None:
+            return self._client
+        with self._client_lock:
+            if self._client is None:
+                self._client = self._build_client()
+            return self._client
+
+    def _build_client(self) -> Any:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - openai is a dependency
+            raise UserError('the "openai" package is missing: pip install chatgpt-tool-hub') from exc
+
+        key = self._api_key.get()
+        if not key:
+            if self.is_azure or _is_openai_url(self.base_url):
+                where = "Azure OpenAI" if self.is_azure else "api.openai.com"
+                raise ConfigError(f"llm_api_key / LLM_API_KEY is not set; {where} needs a key", key="llm_api_key")
+            key = NO_KEY_PLACEHOLDER
+        http_client = None
+        if self.proxy:
+            import httpx2
+
+            # openai 3.x is built on httpx2; a custom client loses openai's defaults, so restore them
+            http_client = httpx2.Client(
+                proxy=self.proxy, timeout=self.timeout, follow_redirects=True,
+                limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
+            )
+        common: dict[str, Any] = dict(api_key=key, timeout=self.timeout, max_retries=0)
+        if http_client is not None:
+            common["http_client"] = http_client
+        if self.is_azure:
+            if not self.base_url:
+                raise ConfigError(
+                    "llm_api_base_url / LLM_API_BASE_URL must be the Azure endpoint when a deployment id is set",
+                    key="llm_api_base_url",
+                )
+            return openai.AzureOpenAI(
+                azure_endpoint=self.base_url,
+                azure_deployment=self.deployment_id,
+                api_version=self.azure_api_version,
+                **common,
+            )
+        # pass the base URL explicitly so OPENAI_BASE_URL in the environment is not consulted
+        return openai.OpenAI(base_url=self.base_url or OPENAI_BASE_URL, **common)
+
+    # -- request building --------------------------------------------------------------
+
+    def _params(self, messages: Sequence[Message], stop: list[str], stream: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model_name, "messages": list(messages)}
+        if "temperature" not in self._unsupported and self.temperature is not None:
+            params["temperature"] = self.temperature
+        if stop and "stop" not in self._unsupported:
+            params["stop"] = stop[:MAX_STOP_SEQUENCES]
+        if stream:
+            params["stream"] = True
+            if "stream_options" not in self._unsupported:
+                params["stream_options"] = {"include_usage": True}
+        return params
+
+    def _drop_unsupported(self, params: dict, message: str) -> bool:
+        """On a 400 that names a parameter we can do without, drop it and say True."""
+        lowered = message.lower()
+        for name in ("stream_options", "temperature", "stop"):
+            if name in params and (f"'{name}'" in lowered or f'"{name}"' in lowered or f"`{name}`" in lowered
+                                   or f"param {name}" in lowered or f"{name} is not supported" in lowered
+                                   or (name == "stream_options" and "stream_options" in lowered)):
+                self._unsupported.add(name)
+                params.pop(name, None)
+                logger.warning("LLM server rejected parameter %r for model %s; retrying without it",
+                               name, self.model_name)
+                return True
+        return False
+
+    # -- error mapping -------------------------------------------------------------
+
+    def _server_message(self, err: Any) -> str:
+        body = getattr(err, "body", None)
+        message = None
+        if isinstance(body, Mapping):
+            inner = body.get("error")
+            message = inner.get("message") if isinstance(inner, Mapping) else body.get("message")
+        elif isinstance(body, str):
+            message = body
+        if not message:
+            message = getattr(err, "message", None) or type(err).__name__
+        return self._scrub(str(message))[:500]
+
+    def _classify(self, err: Exception, openai: Any) -> Exception:
+        """Map an openai exception to an _Attempt (retryable) or a final LLMError."""
+        status = getattr(err, "status_code", None)
+        if isinstance(err, openai.APITimeoutError):
+            return _Attempt(f"timeout after {self.timeout}s")
+        if isinstance(err, openai.APIConnectionError):
+            return _Attempt("connection error")
+        if isinstance(err, openai.APIStatusError) and status is not None:
+            message = self._server_message(err)
+            headers = getattr(getattr(err, "response", None), "headers", None)
+            if status in RETRYABLE_STATUS or status >= 500:
+                return _Attempt(f"HTTP {status}", parse_retry_after(headers))
+            where = f"model {self.model_name!r} at {self.endpoint}"
+            if self.is_azure:
+                where = f"Azure deployment {self.deployment_id!r} at {self.endpoint}"
+            if status in (401, 403):
+                return LLMAuthError(f"LLM endpoint refused the request (HTTP {status}) for {where}: "
+                                    f"{message} -- {KEY_HINT}")
+            if status == 404:
+                hint = MODEL_HINT + (" (and the Azure deployment id)" if self.is_azure else "")
+                return LLMAuthError(f"LLM endpoint answered HTTP 404 for {where}: {message} -- {hint}")
+            return LLMError(f"LLM request rejected (HTTP {status}) for {where}: {message}")
+        if isinstance(err, openai.APIError):  # e.g. an error event inside a stream
+            return _Attempt(f"API error: {self._server_message(err)}")
+        return LLMError(f"LLM request failed: {type(err).__name__}: {self._scrub(err)[:300]}")
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max)
+        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * (2 ** attempt)))
+
+    def _raise(self, final: Exception, cause: Exception | None) -> None:
+        # keep the cause for debugging, unless its text could carry the key
+        key = self._api_key.get()
+        if cause is not None and key and (key in str(cause) or key in repr(getattr(cause, "body", ""))):
+            cause = None
+        raise final from cause
+
+    # -- the retry loop ------------------------------------------------------------------
+
+    def _call(self, params: dict[str, Any], first_read: Any = None) -> Any:
+        """Run ``create(**params)`` with retries. ``first_read(result)`` runs inside the
+        retry scope (used by streams to read up to the first chunk)."""
+        import openai
+
+        client = self._get_client()
+        attempts = self.max_retries + 1
+        attempt = 0
+        last = "no attempt"
+        last_err: Exception | None = None
+        while True:
+            attempt += 1
+            started = time.monotonic()
+            logger.debug("LLM request model=%s endpoint=%s attempt=%d/%d stream=%s",
+                         self.model_name, self.endpoint, attempt, attempts, bool(params.get("stream")))
+            try:
+                result = client.chat.completions.create(**params)
+                if first_read is not None:
+                    result = first_read(result)
+                logger.debug("LLM response model=%s attempt=%d status=200 latency=%.3fs",
+                             self.model_name, attempt, time.monotonic() - started)
+                return result
+            except Exception as err:  # noqa: BLE001 - mapped below
+                latency = time.monotonic() - started
+                if isinstance(err, (LLMError, UserError)):
+                    raise
+                outcome = self._classify(err, openai) if isinstance(err, openai.OpenAIError) else None
+                if outcome is None:
+                    if isinstance(err, (json.JSONDecodeError, UnicodeDecodeError)):
+                        raise  # a malformed 200 body: handled by the caller
+                    outcome = LLMError(f"LLM request failed: {type(err).__name__}: {self._scrub(err)[:300]}")
+                status = getattr(err, "status_code", None)
+                logger.debug("LLM response model=%s attempt=%d status=%s latency=%.3fs error=%s",
+                             self.model_name, attempt, status if status is not None else "-", latency,
+                             type(err).__name__)
+                if isinstance(outcome, LLMError):
+                    if status == 400 and self._drop_unsupported(params, self._server_message(err)):
+                        attempt -= 1  # not the server's fault; does not count
+                        continue
+                    self._raise(outcome, err)
+                assert isinstance(outcome, _Attempt)
+                last, last_err = outcome.what, err
+                if attempt >= attempts:
+                    break
+                delay = self._backoff(attempt - 1, outcome.retry_after)
+                logger.info("LLM request to %s failed (%s); retry %d/%d in %.2fs",
+                            self.endpoint, outcome.what, attempt, self.max_retries, delay)
+                if delay > 0:
+                    _sleep(delay)
+        self._raise(
+            LLMConnectionError(
+                f"LLM request to {self.endpoint} failed after {attempts} attempt{'s' if attempts != 1 else ''} "
+                f"(last: {last}) -- {URL_HINT}"
+            ),
+            last_err,
+        )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- the protocol ------------------------------------------------------------------
+
+    def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> LLMResponse:
+        stops = _clean_stop(stop)
+        params = self._params(messages, stops, stream=False)
+        try:
+            result = self._call(params)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:  # 200 with a body that is not JSON
+            logger.warning("LLM endpoint %s returned an unreadable body (%s)", self.endpoint, type(err).__name__)
+            return LLMResponse(text="", finish_reason="error", usage=self._estimate(messages, ""),
+                               model=self.model_name)
+        data = _as_dict(result)
+        if not isinstance(data, Mapping):
+            logger.warning("LLM endpoint %s returned a body that is not a chat completion", self.endpoint)
+            return LLMResponse(text="", finish_reason="error", usage=self._estimate(messages, ""),
+                               model=self.model_name)
+        model = data.get("model") or self.model_name
+        choices = data.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        content = message.get("content") if isinstance(message, Mapping) else None
+        usage = _usage_from(data)
+        if not isinstance(content, str) or content == "":
+            server_reason = choice.get("finish_reason") if isinstance(choice, Mapping) else None
+            reason = server_reason if server_reason in ("content_filter", "length") else "empty"
+            logger.warning("LLM endpoint %s returned no text (%s)", self.endpoint,
+                           "no choices" if choice is None else f"finish_reason={server_reason}")
+            return LLMResponse(text="", finish_reason=reason, usage=usage or self._estimate(messages, ""),
+                               model=model)
+        text, cut = cut_at_stop(content, stops)
+        finish = "stop" if cut else choice.get("finish_reason")
+        return LLMResponse(text=text, finish_reason=finish, usage=usage or self._estimate(messages, text),
+                           model=model)
+
+    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
+        stops = _clean_stop(stop)
+        params = self._params(messages, stops, stream=True)
+
+        def first_read(stream_obj: Any) -> tuple[Any, Any, Any]:
+            iterator = iter(stream_obj)
+            try:
+                first = next(iterator)
+            except StopIteration:
+                first = None
+            return stream_obj, iterator, first
+
+        try:
+            stream_obj, iterator, first = self._call(params, first_read)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            logger.warning("LLM endpoint %s streamed an unreadable body (%s)", self.endpoint, type(err).__name__)
+            yield StreamChunk(text="", finish_reason="error", usage=self._estimate(messages, ""))
+            return
+
+        cutter = StopCutter(stops)
+        parts: list[str] = []
+        finish: str | None = None
+        usage: Usage | None = None
+        try:
+            chunk = first
+            while chunk is not None:
+                data = _as_dict(chunk)
+                if isinstance(data, Mapping):
+                    usage = _usage_from(data) or usage
+                    for choice in data.get("choices") or []:
+                        if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                            continue
+                        delta = choice.get("delta") or {}
+                        piece = delta.get("content") if isinstance(delta, Mapping) else None
+                        if isinstance(piece, str) and piece:
+                            out = cutter.feed(piece)
+                            if out:
+                                parts.append(out)
+                                yield StreamChunk(text=out)
+                        if choice.get("finish_reason"):
+                            finish = choice["finish_reason"]
+                if cutter.stopped:
+                    finish = "stop"
+                    break
+                try:
+                    chunk = next(iterator)
+                except StopIteration:
+                    chunk = None
+        except Exception as err:  # noqa: BLE001 - mid-stream failure: no retry after the first chunk
+            import openai
+
+            if isinstance(err, (LLMError, UserError)):
+                raise
+            what = type(err).__name__
+            if isinstance(err, openai.OpenAIError):
+                outcome = self._classify(err, openai)
+                what = outcome.what if isinstance(outcome, _Attempt) else str(outcome)
+            self._raise(LLMConnectionError(f"LLM stream from {self.endpoint} broke after it started "
+                                           f"({self._scrub(what)}); not retried -- {URL_HINT}"), err)
+        finally:
+            close = getattr(stream_obj, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    pass
+        tail = cutter.flush()
+        text = "".join(parts) + tail
+        if not text and finish not in ("content_filter", "length"):
+            logger.warning("LLM endpoint %s streamed no text (finish_reason=%s)", self.endpoint, finish)
+            finish = "empty"
+        elif finish is None:
+            logger.warning("LLM stream from %s ended without a finish reason", self.endpoint)
+            finish = "stop"
+        if usage is None:
+            usage = self._estimate(messages, text)
+        yield StreamChunk(text=tail, finish_reason=finish, usage=usage)
+
+    # -- usage estimation --------------------------------------------------------------
+
+    def _estimate(self, messages: Sequence[Message], text: str) -> Usage:
+        try:
+            return Usage(tokens.count_message_tokens(messages, self.model_name),
+                         tokens.count_tokens(text, self.model_name), True)
+        except Exception:  # pragma: no cover - tokens never raises, but never let usage break a run
+            return Usage(0, 0, True)

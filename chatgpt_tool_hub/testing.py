@@ -1,0 +1,93 @@
+"""Test helpers that ship with the package.
+
+``ScriptedLLM`` is a fake LLM that returns the given replies in order. Use it
+to test your own tools and prompts without a network::
+
+    from chatgpt_tool_hub.apps import AppFactory
+    from chatgpt_tool_hub.testing import ScriptedLLM
+
+    llm = ScriptedLLM(["Thought: Do I need to use a tool? No\\nAI: hello"])
+    app = AppFactory().create_app(tools_list=[], llm=llm, no_default=True)
+    assert app.ask("hi") == "hello"
+    assert llm.requests[0][-1]["content"] == "hi"
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+from typing import Callable, Iterable, Iterator, Sequence, Union
+
+from .errors import UserError
+from .llm.base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
+
+__all__ = ["ScriptedLLM", "ScriptExhaustedError"]
+
+Reply = Union[str, Callable[[list], str]]
+
+
+class ScriptExhaustedError(UserError):
+    """``ScriptedLLM`` was called more times than it has replies."""
+
+
+class ScriptedLLM(BaseLLM):
+    """A fake LLM: returns ``replies`` in order; a callable reply receives the messages.
+
+    ``requests`` holds one list of messages per call (deep copies). Stop
+    sequences are honoured like a real server would (the reply is cut at the
+    first one). Running out of replies raises :class:`ScriptExhaustedError`.
+    """
+
+    model_name = "scripted"
+
+    def __init__(self, replies: Iterable[Reply], *, chunk_size: int = 8):
+        self.replies: list[Reply] = list(replies)
+        self.requests: list[list[Message]] = []
+        self.stops: list[list[str] | None] = []
+        self.chunk_size = max(1, chunk_size)
+        self._lock = threading.Lock()
+        self._next = 0
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def add(self, *replies: Reply) -> "ScriptedLLM":
+        with self._lock:
+            self.replies.extend(replies)
+        return self
+
+    def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> LLMResponse:
+        with self._lock:
+            index = self._next
+            self._next += 1
+            snapshot = copy.deepcopy(list(messages))
+            self.requests.append(snapshot)
+            self.stops.append(list(stop) if stop else None)
+            if index >= len(self.replies):
+                raise ScriptExhaustedError(
+                    f"ScriptedLLM ran out of replies: call {index + 1} but only {len(self.replies)} "
+                    f"scripted; add more replies (ScriptedLLM([...]) or .add(...))"
+                )
+            reply = self.replies[index]
+        text = reply(snapshot) if callable(reply) else reply
+        text = "" if text is None else str(text)
+        finish = "stop"
+        for s in stop or ():
+            if s and s in text:
+                text = text[: text.index(s)]
+        return LLMResponse(text=text, finish_reason=finish, usage=_estimate(snapshot, text), model=self.model_name)
+
+    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
+        response = self.complete(messages, stop=stop)
+        pieces = re.findall(r"\S+\s*|\s+", response.text) or [""]
+        for i in range(0, len(pieces), self.chunk_size):
+            yield StreamChunk(text="".join(pieces[i:i + self.chunk_size]))
+        yield StreamChunk(finish_reason=response.finish_reason, usage=response.usage)
+
+
+def _estimate(messages: list[Message], text: str) -> Usage:
+    from .llm.tokens import count_message_tokens, count_tokens
+
+    return Usage(count_message_tokens(messages), count_tokens(text), estimated=True)

@@ -1,0 +1,183 @@
+"""``ToolRegistry``: names → tool factories, plus entry-point discovery.
+
+Registries are plain objects; ``tool_register.main_tool_register`` is one
+default instance kept for chatgpt-tool-hub compatibility. A factory is called
+as ``factory(**kwargs)`` and returns a :class:`Tool`; it must accept any extra
+keyword arguments (chatbot plugins pass dozens of unrelated keys).
+
+Tool names are only ever dictionary keys: nothing is imported by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ..errors import ConfigError, MissingKeyError
+from .base import Tool
+
+__all__ = ["ToolRegistry", "ToolEntry", "ENTRY_POINT_GROUP"]
+
+ENTRY_POINT_GROUP = "chatgpt_tool_hub.tools"
+_BUILTIN_MODULE = "chatgpt_tool_hub.tools.builtin"
+log = logging.getLogger("chatgpt_tool_hub.tools")
+
+ToolFactory = Callable[..., Tool]
+
+
+@dataclass
+class ToolEntry:
+    name: str
+    factory: ToolFactory
+    required_keys: list[str] = field(default_factory=list)
+    default: bool = False
+    description: str = ""
+
+
+class ToolRegistry:
+    """A registry of tool factories.
+
+    ``discover=True`` loads the built-in tools and the packages registered in
+    the ``chatgpt_tool_hub.tools`` entry-point group on first use.
+    """
+
+    def __init__(self, *, discover: bool = False):
+        self._entries: dict[str, ToolEntry] = {}
+        self._lock = threading.RLock()
+        self._discover = discover
+        self._discovered = False
+
+    # ---- chatgpt-tool-hub compatible calls ---------------------------------
+
+    def register_tool(self, name: str, factory: ToolFactory | Tool, required_keys: Iterable[str] | None = None,
+                      *, default: bool = False, description: str = "") -> None:
+        """Register ``factory`` (or a ready ``Tool``) under ``name``. Re-registering replaces."""
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError("a tool name must be a non-empty string", key="name")
+        if isinstance(factory, Tool):
+            instance = factory
+            description = description or instance.description
+            factory = lambda **_kwargs: instance  # noqa: E731 - a ready tool ignores config
+        elif not callable(factory):
+            raise ConfigError(f"tool '{name}': factory must be callable or a Tool", key=name)
+        with self._lock:
+            self._entries[name] = ToolEntry(name, factory, list(required_keys or []), default, description)
+
+    def unregister_tool(self, name: str) -> None:
+        with self._lock:
+            self._entries.pop(name, None)
+
+    def get_registered_tool_names(self) -> list[str]:
+        self._ensure_discovered()
+        with self._lock:
+            return list(self._entries)
+
+    def get_registered_tool(self) -> dict[str, tuple[ToolFactory, list[str]]]:
+        self._ensure_discovered()
+        with self._lock:
+            return {n: (e.factory, list(e.required_keys)) for n, e in self._entries.items()}
+
+    # ---- the rest ------------------------------------------------------------
+
+    def entries(self) -> list[ToolEntry]:
+        self._ensure_discovered()
+        with self._lock:
+            return list(self._entries.values())
+
+    def default_tool_names(self) -> list[str]:
+        return [e.name for e in self.entries() if e.default]
+
+    def resolve_name(self, name: str) -> str | None:
+        """The registered spelling of ``name`` (exact, then case-insensitive)."""
+        self._ensure_discovered()
+        with self._lock:
+            if name in self._entries:
+                return name
+            low = name.strip().lower()
+            for known in self._entries:
+                if known.lower() == low:
+                    return known
+        return None
+
+    def build(self, name: str, **kwargs: Any) -> Tool:
+        """Build one tool; missing required keys raise ``MissingKeyError`` naming them."""
+        resolved = self.resolve_name(name)
+        if resolved is None:
+            known = ", ".join(sorted(self.get_registered_tool_names())) or "(none)"
+            raise ConfigError(f"unknown tool '{name}'. Known tools: {known}", key="tools_list")
+        entry = self._entries[resolved]
+        missing = [k for k in entry.required_keys if _is_empty(kwargs.get(k))]
+        if missing:
+            keys = ", ".join(missing)
+            envs = ", ".join(k.upper() for k in missing)
+            raise MissingKeyError(
+                f"tool '{resolved}' needs {keys}: pass it to create_app ({missing[0]}=...), "
+                f"set the environment variable ({envs}), or add it to config.json's \"kwargs\"",
+                key=missing[0],
+            )
+        built = entry.factory(**kwargs)
+        if not isinstance(built, Tool):
+            raise ConfigError(f"the factory of tool '{resolved}' returned {type(built).__name__}, not a Tool",
+                              key=resolved)
+        if not built.name:
+            built.name = resolved
+        return built
+
+    def copy(self) -> "ToolRegistry":
+        self._ensure_discovered()
+        other = ToolRegistry()
+        with self._lock:
+            other._entries = dict(self._entries)
+        other._discovered = True
+        return other
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.resolve_name(name) is not None
+
+    # ---- discovery -------------------------------------------------------------
+
+    def _ensure_discovered(self) -> None:
+        if not self._discover or self._discovered:
+            return
+        with self._lock:
+            if self._discovered:
+                return
+            self._discovered = True
+            self.load_entry_points()
+
+    def load_entry_points(self) -> None:
+        """Load built-ins and every ``chatgpt_tool_hub.tools`` entry point.
+
+        An entry point names either a callable ``register(registry)`` or a ``Tool``.
+        A broken plugin is logged and skipped; it never breaks the others.
+        """
+        from importlib.metadata import entry_points
+
+        seen_builtin = False
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.value.startswith(_BUILTIN_MODULE):
+                seen_builtin = True
+            self._load_one(ep.name, ep.load)
+        if not seen_builtin:  # running from a source tree that was not pip-installed
+            def load_builtin() -> Any:
+                from .builtin import register_tools
+                return register_tools
+            self._load_one("builtin", load_builtin)
+
+    def _load_one(self, label: str, loader: Callable[[], Any]) -> None:
+        try:
+            obj = loader()
+            if isinstance(obj, Tool):
+                self.register_tool(obj.name, obj)
+            elif callable(obj):
+                obj(self)
+            else:
+                raise TypeError(f"entry point is {type(obj).__name__}, expected register(registry) or a Tool")
+        except Exception as exc:  # a plugin must not break the host
+            log.warning("tool plugin %r could not be loaded: %s", label, exc)
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())

@@ -1,0 +1,41 @@
+"""Small tools and reply builders shared by the tests."""
+
+from __future__ import annotations
+
+from chatgpt_tool_hub.tools import Tool, tool
+
+
+def act(tool_name: str, tool_input: str, thought: str = "Do I need to use a tool? Yes") -> str:
+    return f"Thought: {thought}\nAction: {tool_name}\nAction Input: {tool_input}"
+
+
+def answer(text: str) -> str:
+    return f"Thought: Do I need to use a tool? No\nAI: {text}"
+
+
+@tool(name="echo", description="Echo the input text back.")
+def echo(text: str) -> str:
+    return f"echo: {text}"
+
+
+class CountingTool(Tool):
+    """A string tool that counts its calls and can be told to fail."""
+
+    name = "counter"
+    description = "Counts calls."
+
+    def __init__(self, fail: bool = False, output: str | None = None, dangerous: bool = False):
+        self.calls: list[str] = []
+        self.fail = fail
+        self.output = output
+        self.dangerous = dangerous
+
+    def _run(self, text: str) -> str:
+        self.calls.append(text)
+        if self.fail:
+            raise RuntimeError("boom")
+        return self.output if self.output is not None else f"count={len(self.calls)}"
+
+
+def last_user(messages: list[dict]) -> str:
+    return [m for m in messages if m["role"] == "user"][-1]["content"]

@@ -1,0 +1,105 @@
+"""The call sequence of chatgpt-on-wechat's ``tool`` plugin, against a local chat server.
+
+The plugin imports three names, builds ~60 keyword arguments (most empty),
+calls ``init_env`` then ``create_app``, filters its tool list through
+``main_tool_register``, asks with the session's messages (whose last user
+message is the query), runs single tools in "pure mode", and resets by
+building a new app.
+"""
+
+from __future__ import annotations
+
+from chatgpt_tool_hub.apps import AppFactory
+from chatgpt_tool_hub.apps.app import App
+from chatgpt_tool_hub.tools.tool_register import main_tool_register
+from helpers import act, answer
+
+
+def plugin_kwargs(server_url: str) -> dict:
+    keys_with_empty_values = [
+        "bing_subscription_key", "google_api_key", "google_cse_id", "news_api_key", "searxng_search_host",
+        "wolfram_alpha_appid", "morning_news_api_key", "email_smtp_host", "email_smtp_port", "email_sender",
+        "email_authorization_code", "sms_username", "sms_apikey", "stt_api_key", "stt_api_region", "tts_api_key",
+        "tts_api_region", "caption_api_key", "zaobao_api_key", "deployment_id",
+    ]
+    kwargs = {k: "" for k in keys_with_empty_values}
+    kwargs.update({
+        "log": True, "debug": False, "no_default": False, "think_depth": 2, "proxy": "", "request_timeout": 5,
+        "temperature": 0, "llm_api_key": "sk-plugin-test-key", "llm_api_base_url": server_url,
+        "model_name": "gpt-3.5-turbo", "arxiv_simple": True, "arxiv_top_k_results": 2,
+        "arxiv_sort_by": "relevance", "arxiv_sort_order": "descending", "arxiv_output_type": "text",
+        "bing_search_url": "https://api.bing.microsoft.com/v7.0/search", "bing_search_top_k_results": 2,
+        "bing_search_simple": True, "bing_search_output_type": "text", "email_nickname_mapping": "{}",
+        "google_simple": True, "google_output_type": "text", "finance_news_filter": False,
+        "finance_news_filter_list": [], "finance_news_simple": True, "finance_news_repeat_news": False,
+        "morning_news_simple": True, "morning_news_output_type": "text", "searxng_search_top_k_results": 2,
+        "searxng_search_output_type": "text", "sms_nickname_mapping": "{}", "stt_recognition_language": "zh-CN",
+        "tts_auto_detect": True, "tts_speech_id": "zh-CN-XiaozhenNeural", "summary_max_segment_length": 2500,
+        "terminal_nsfc_filter": True, "terminal_return_err_output": True, "terminal_timeout": 20,
+        "browser_use_summary": True, "url_get_use_summary": True, "wechat_hot_reload": True,
+        "wechat_cpt_path": "/tmp/itchat.pkl", "wechat_send_group": False, "wechat_nickname_mapping": "{}",
+        "wikipedia_top_k_results": 2,
+        "python_timeout": 10,
+    })
+    return kwargs
+
+
+class FakePlugin:
+    """Drives the library the way the chatbot plugin does."""
+
+    def __init__(self, server_url: str, tools: list[str]):
+        self.server_url = server_url
+        self.tools = tools
+        self.app = self.reset_app()
+
+    def reset_app(self) -> App:
+        self.app_kwargs = plugin_kwargs(self.server_url)
+        factory = AppFactory()
+        factory.init_env(**self.app_kwargs)
+        names = main_tool_register.get_registered_tool_names()
+        tool_list = [t for t in self.tools if t in names]
+        return factory.create_app(tools_list=tool_list, **self.app_kwargs)
+
+    def handle(self, content: str, session: list[dict]) -> str:
+        query = content
+        for tool_name in main_tool_register.get_registered_tool_names():
+            if query.startswith(tool_name):
+                func, _ = main_tool_register.get_registered_tool()[tool_name]
+                tool = func(**self.app_kwargs)
+                return tool.run(query[len(tool_name):])
+        session.append({"role": "user", "content": query})
+        reply = self.app.ask(query, session)
+        session.append({"role": "assistant", "content": reply})
+        return reply
+
+
+def test_chatbot_plugin_call_sequence(chat_server, tmp_path):
+    plugin = FakePlugin(chat_server.url, ["python", "url-get", "no-such-tool", "meteo-weather"])
+    assert isinstance(plugin.app, App)
+    assert plugin.app.tool_names == ["python"]
+
+    session = [{"role": "system", "content": "你是一个聊天机器人。"}]
+    chat_server.replies = [act("python", "print(6 * 7)"), answer("答案是 42")]
+    assert plugin.handle("6 乘以 7 是多少？", session) == "答案是 42"
+    first, second = chat_server.bodies[0], chat_server.bodies[1]
+    users = [m for m in first["messages"] if m["role"] == "user"]
+    assert [m["content"] for m in users] == ["6 乘以 7 是多少？"]  # the query is not duplicated
+    assert second["messages"][-1]["content"].startswith("Observation: 42")
+    assert first["model"] == "gpt-3.5-turbo"
+    auth = chat_server.requests[0]["headers"]["authorization"]
+    assert auth == "Bearer sk-plugin-test-key"
+
+    chat_server.replies = [answer("你刚才问的是乘法")]
+    assert plugin.handle("我刚才问了什么？", session) == "你刚才问的是乘法"
+    contents = [m["content"] for m in chat_server.bodies[2]["messages"][1:]]
+    assert contents == ["6 乘以 7 是多少？", "答案是 42", "我刚才问了什么？"]
+
+    # pure mode: one tool, no LLM
+    before = len(chat_server.requests)
+    assert plugin.handle("python print('pure')", session).strip() == "pure"
+    assert len(chat_server.requests) == before
+
+    # reset builds a fresh app
+    old = plugin.app
+    plugin.app = plugin.reset_app()
+    assert plugin.app is not old and plugin.app.history() == []

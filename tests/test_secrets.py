@@ -1,0 +1,38 @@
+"""Keys never reach logs, exceptions, reprs or observations, even with DEBUG on."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from chatgpt_tool_hub.apps import AppFactory
+from chatgpt_tool_hub.errors import LLMError
+from helpers import act, answer
+
+SECRET = "sk-THIS-MUST-NEVER-LEAK-1234567890"
+
+
+def test_no_secret_in_debug_logs_errors_or_reprs(chat_server, caplog, capsys, monkeypatch):
+    caplog.set_level(logging.DEBUG)
+    for name in ("openai", "httpx2", "httpcore", "chatgpt_tool_hub"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    monkeypatch.setenv("LLM_API_KEY", SECRET)
+    chat_server.replies = [act("python", "import os; print(sorted(os.environ))"), answer("done")]
+    factory = AppFactory()
+    factory.init_env(debug=True)
+    app = factory.create_app(tools_list=["python"], debug=True, llm_api_base_url=chat_server.url,
+                             max_retries=0, python_timeout=10)
+    result = app.run("list env")
+    assert result.output == "done"
+    observation = result.steps[0].observation
+    assert "LLM_API_KEY" not in observation and SECRET not in observation
+
+    chat_server.faults.append(("status", 401))
+    with pytest.raises(LLMError) as info:
+        app.ask("again")
+    texts = [caplog.text, str(info.value), repr(info.value), repr(app), repr(app.llm), str(app.config),
+             *capsys.readouterr()]
+    for text in texts:
+        assert SECRET not in text
+    assert chat_server.requests[0]["headers"]["authorization"] == f"Bearer {SECRET}"
