@@ -97,5 +97,6 @@ def run_demo(console, workspace: str | None = None) -> int:
         finally:
             view.close()
             app.close()
-        console.print(f"\nworkspace used: {folder}")
+        where = folder if workspace else f"{folder} (temporary, removed now; keep files with --workspace DIR)"
+        console.print(f"\nworkspace used: {where}")
     return 0

@@ -61,13 +61,6 @@ class Finish:
     log: str = ""
 
 
-@dataclass(frozen=True)
-class _Marker:
-    kind: str  # thought | action | input | final | observation
-    start: int  # start of the marker's line
-    end: int  # start of its content
-
-
 _MAX_OBJECT = 200_000  # characters scanned for one {...} object
 _MAX_DEPTH = 100  # nesting accepted before json / ast.literal_eval are tried
 _MAX_LITERAL = 20_000  # characters handed to ast at most
@@ -112,48 +105,103 @@ _PROBLEMS = {
     "observation": ("Your reply contained 'Observation:' but no 'Action:' before it. Never write "
                     "'Observation:' yourself; the engine adds the tool's result."),
 }
+_LITERAL_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
+
+
+class _Broken(Exception):
+    """Internal: the reply broke the format; ``kind`` picks the feedback."""
+
+    def __init__(self, kind: str, **fmt: str):
+        super().__init__(kind)
+        self.kind, self.fmt = kind, {k: v[:80] for k, v in fmt.items()}
+
+
+@dataclass(frozen=True)
+class _Marker:
+    kind: str  # thought | action | input | final | observation
+    start: int  # start of the marker's line
+    end: int  # start of its content
+
+
+@dataclass(frozen=True)
+class _Doc:
+    """The cleaned reply and its markers, with helpers to read a marker's section."""
+
+    text: str
+    markers: list[_Marker]
+
+    def end(self, i: int) -> int:
+        return self.markers[i + 1].start if i + 1 < len(self.markers) else len(self.text)
+
+    def section(self, i: int) -> str:
+        return self.text[self.markers[i].end : self.end(i)]
+
+    def log(self, i: int) -> str:
+        return self.text[: self.end(i)].strip()
+
+    def first(self, kind: str) -> int | None:
+        return next((i for i, m in enumerate(self.markers) if m.kind == kind), None)
+
+    def thought(self, i: int) -> str:
+        """The last Thought section before marker ``i``, else the prose before it."""
+        for j in range(i - 1, -1, -1):
+            if self.markers[j].kind == "thought":
+                return self.section(j).strip()
+        return self.text[: self.markers[i].start].strip()
+
 
 
 def parse_output(text: str, tool_names: Sequence[str] | None = None) -> Action | Finish:
-    """Parse one LLM reply. ``tool_names`` only helps (spelling, ``search[...]``)."""
+    """Parse one LLM reply. ``tool_names`` only helps (registered spelling, ``search[...]``)."""
     names = [n for n in tool_names or () if isinstance(n, str)]
-    if not isinstance(text, str) or not text.strip():
-        raise _fail("empty", text if isinstance(text, str) else "", names)
+    raw = text if isinstance(text, str) else ""
+    try:
+        return _parse(raw, names)
+    except _Broken as broken:
+        problem = _PROBLEMS[broken.kind].format(**broken.fmt)
+        feedback = f"{problem} {_FORMAT}"
+        if "json" in broken.kind:
+            feedback += f"\n{_JSON_FORMAT}"
+        if names:
+            feedback += f"\nValid tool names: {', '.join(names[:30])}."
+        message = f"could not parse the LLM output ({broken.kind}): {problem}"
+        raise OutputParserError(message, feedback=feedback, llm_output=raw) from None
+
+
+def _parse(text: str, names: list[str]) -> Action | Finish:
+    if not text.strip():
+        raise _Broken("empty")
     body = _unwrap_fence(_drop_think(text))
-    markers, _ = _scan(body)
-    body, markers, saw_observation = _cut_observation(body, markers)
+    body, markers, saw_observation = _cut_observation(body, _markers(body))
     if not body.strip():
-        raise _fail("observation" if saw_observation else "empty", text, names)
-    action = next((i for i, m in enumerate(markers) if m.kind == "action"), None)
-    final = next((i for i, m in enumerate(markers) if m.kind == "final"), None)
+        raise _Broken("observation" if saw_observation else "empty")
+    doc = _Doc(body, markers)
+    action, final = doc.first("action"), doc.first("final")
     stop = min((markers[i].start for i in (action, final) if i is not None), default=len(body))
     hit = _find_json_action(body, stop)
     if hit is not None:
-        prose = _MARKER_RE.sub("", body[: hit[0]])
-        return _json_result(hit[2], prose, body[: hit[1]].strip(), names, text)
+        prose = _FENCE_RE.sub("", _MARKER_RE.sub("", body[: hit[0]]))
+        return _json_result(hit[2], prose, body[: hit[1]].strip(), names)
     if action is not None and (final is None or action < final):
-        return _parse_action(body, markers, action, names, text)
+        return _parse_action(doc, action, names)
     if final is not None:
-        return _parse_final(body, markers, final, text, names)
-    return _no_action(body, markers, saw_observation, names, text)
+        return _parse_final(doc, final)
+    return _no_action(doc, saw_observation)
 
 
-# --- steps 1-3: clean the text -----------------------------------------------------
+# --- steps 1-3: clean the text and find the markers ---------------------------------
 
 
 def _drop_think(text: str) -> str:
     """Remove <think> blocks; an unclosed one runs to the end, a lone closer drops what precedes it."""
-    keep, pos, opened = [], 0, None
+    keep, pos, opened = [], 0, False
     for m in _THINK_RE.finditer(text):
-        closing = bool(m.group(1))
-        if not closing and opened is None:
+        if not m.group(1) and not opened:
             keep.append(text[pos : m.start()])
-            opened = m
-        elif closing and opened is not None:
-            pos, opened = m.end(), None
-        elif closing and not keep:  # "...reasoning</think>" with the opener in the prompt
-            pos = m.end()
-    if opened is None:
+            opened = True
+        elif m.group(1) and (opened or not keep):  # not keep: "...</think>", opener in the prompt
+            pos, opened = m.end(), False
+    if not opened:
         keep.append(text[pos:])
     return "".join(keep)
 
@@ -186,8 +234,8 @@ def _unwrap_fence(text: str) -> str:
     return text
 
 
-def _scan(text: str) -> tuple[list[_Marker], list[tuple[int, int]]]:
-    """Line-anchored markers outside code fences, and the merged code spans."""
+def _markers(text: str) -> list[_Marker]:
+    """Line-anchored markers that are not inside a code fence."""
     spans: list[tuple[int, int]] = []
     for ostart, _, _, cend, _ in _fence_blocks(text):
         if spans and ostart <= spans[-1][1]:
@@ -201,7 +249,7 @@ def _scan(text: str) -> tuple[list[_Marker], list[tuple[int, int]]]:
         if k < 0 or m.start() >= spans[k][1]:
             kind = _KINDS[re.sub(r"[ \t_]", "", m.group("kw").lower())]
             markers.append(_Marker(kind, m.start(), m.end()))
-    return markers, spans
+    return markers
 
 
 def _cut_observation(text: str, markers: list[_Marker]) -> tuple[str, list[_Marker], bool]:
@@ -219,102 +267,83 @@ def _cut_observation(text: str, markers: list[_Marker]) -> tuple[str, list[_Mark
 # --- steps 4-5: read the action or the answer ----------------------------------------
 
 
-def _section(text: str, markers: list[_Marker], i: int) -> str:
-    end = markers[i + 1].start if i + 1 < len(markers) else len(text)
-    return text[markers[i].end : end]
-
-
-def _thought(text: str, markers: list[_Marker], i: int) -> str:
-    """The last Thought section before marker ``i``, else the prose before it."""
-    for j in range(i - 1, -1, -1):
-        if markers[j].kind == "thought":
-            return _section(text, markers, j).strip()
-    return text[: markers[i].start].strip() if i < len(markers) else ""
-
-
-def _parse_action(text, markers, i, names, raw) -> Action | Finish:
-    thought = _thought(text, markers, i)
-    body = _section(text, markers, i).strip()
+def _parse_action(doc: _Doc, i: int, names: list[str]) -> Action | Finish:
+    thought, body = doc.thought(i), doc.section(i).strip()
     head = body.split("\n", 1)[0].strip()
     if head.startswith("{") or head.startswith("```") and _unfence(body).startswith("{"):
-        obj = _load_blob(_unfence(body), raw, names)
+        obj = _load_blob(_unfence(body))  # "Action:" followed by a JSON action
         if obj is None:
-            raise _fail("unknown_json", raw, names)
-        return _json_result(obj, thought, text[: _section_end(text, markers, i)].strip(), names, raw)
+            raise _Broken("unknown_json")
+        return _json_result(obj, thought, doc.log(i), names)
     tool = _clean_tool(head)
-    for j in range(i + 1, len(markers)):
-        if markers[j].kind in ("action", "final"):
+    for j in range(i + 1, len(doc.markers)):
+        if doc.markers[j].kind in ("action", "final"):
             break
-        if markers[j].kind == "input":
-            log = text[: _section_end(text, markers, j)].strip()
-            return _result(tool, _clean_input(_section(text, markers, j), raw, names), thought, log, names, raw)
+        if doc.markers[j].kind == "input":
+            return _result(tool, _clean_input(doc.section(j)), thought, doc.log(j), names)
     call = _call_style(body, names)
     if call is not None:
-        log = text[: _section_end(text, markers, i)].strip()
-        return _result(call[0], call[1], thought, log, names, raw)
-    if tool.lower() in _NO_TOOL:
-        raise _fail("no_tool", raw, names, tool=tool)
-    raise _fail("missing_input", raw, names, tool=tool)
+        return _result(call[0], call[1], thought, doc.log(i), names)
+    name, colon, answer = head.replace("：", ":").partition(":")
+    if colon and answer.strip() and _is_finish(_clean_tool(name)):  # "Action: Final Answer: x"
+        return Finish(answer.strip(), thought, doc.log(i))
+    raise _Broken("no_tool" if tool.lower() in _NO_TOOL else "missing_input", tool=tool)
 
 
-def _section_end(text: str, markers: list[_Marker], i: int) -> int:
-    return markers[i + 1].start if i + 1 < len(markers) else len(text)
-
-
-def _result(tool: str, tool_input, thought: str, log: str, names, raw) -> Action | Finish:
+def _result(tool: str, tool_input: str | dict, thought: str, log: str, names: list[str]) -> Action | Finish:
     if _is_finish(tool):
         output = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, ensure_ascii=False)
         return Finish(output.strip(), thought, log)
     if tool.lower() in _NO_TOOL:
-        raise _fail("no_tool", raw, names, tool=tool)
+        raise _Broken("no_tool", tool=tool)
     return Action(_resolve(tool, names), tool_input, thought, log)
 
 
-def _parse_final(text, markers, i, raw, names) -> Finish:
-    end = next((m.start for m in markers[i + 1 :] if m.kind in ("action", "input")), len(text))
-    output = text[markers[i].end : end].strip()
+def _parse_final(doc: _Doc, i: int) -> Finish:
+    """The answer runs to the end (Observation is already cut) or to a later Action line."""
+    later = (m.start for m in doc.markers[i + 1 :] if m.kind in ("action", "input"))
+    end = next(later, len(doc.text))
+    output = doc.text[doc.markers[i].end : end].strip()
     if not output:
-        raise _fail("empty_answer", raw, names)
-    return Finish(output, _thought(text, markers, i), text[:end].strip())
+        raise _Broken("empty_answer")
+    return Finish(output, doc.thought(i), doc.text[:end].strip())
 
 
-def _no_action(text, markers, saw_observation, names, raw) -> Action | Finish:
+def _no_action(doc: _Doc, saw_observation: bool) -> Finish:
     """No Action / AI marker and no JSON action: an error, or an implicit final answer."""
-    if any(m.kind == "input" for m in markers):
-        raise _fail("missing_action", raw, names)
-    blob = _unfence(text.strip())
-    if blob.startswith("{") and _load_blob(blob, raw, names) is not None:
-        raise _fail("unknown_json", raw, names)
+    text, markers = doc.text, doc.markers
+    if doc.first("input") is not None:
+        raise _Broken("missing_action")
+    blob = _unfence(text)
+    if blob.startswith("{") and _load_blob(blob) is not None:
+        raise _Broken("unknown_json")
     need = _NEED_TOOL_RE.search(text)
     if need is not None and need.group(1).lower() == "yes":
-        raise _fail("said_yes", raw, names)
-    if need is not None:
+        raise _Broken("said_yes")
+    if need is not None:  # "...? No" then the answer without its "AI:" prefix
         nl = text.find("\n", need.end())
         rest = text[nl + 1 :].strip() if nl >= 0 else ""
-        if rest and not any(m.start >= nl for m in markers):
-            return Finish(rest, text[: nl].strip(), text.strip())
-        raise _fail("no_answer", raw, names)
-    if markers:
-        raise _fail("thought_only", raw, names)
-    if saw_observation:
-        raise _fail("observation", raw, names)
+        if not rest or any(m.start >= nl for m in markers):
+            raise _Broken("no_answer")
+        return Finish(rest, _MARKER_RE.sub("", text[:nl]).strip(), text.strip())
+    if markers or saw_observation:
+        raise _Broken("thought_only" if markers else "observation")
     return Finish(text.strip(), "", text.strip())
 
 
-# --- JSON actions ---------------------------------------------------------------------
+# --- JSON and Python-literal objects -------------------------------------------------
 
 
-def _find_json_action(text: str, stop: int):
+def _find_json_action(text: str, stop: int) -> tuple[int, int, dict] | None:
     """The first line-start object before ``stop`` that reads as an action: (start, end, obj)."""
     for tries, m in enumerate(_JSON_START_RE.finditer(text, 0, stop)):
         if tries >= _MAX_JSON_TRIES:
             break
         start = m.end() - 1
         status, end = _scan_object(text, start)
-        if status == "ok":
-            obj = _load_object(text[start:end])
-            if obj is not None and _json_shape(obj) is not None:
-                return start, end, obj
+        obj = _load_object(text[start:end]) if status == "ok" else None
+        if obj is not None and _json_shape(obj) is not None:
+            return start, end, obj
     return None
 
 
@@ -351,59 +380,55 @@ def _load_object(s: str) -> dict | None:
     try:
         obj = json.loads(s, strict=False)
     except (ValueError, RecursionError, MemoryError):
-        obj = None
-        if len(s) <= _MAX_LITERAL:
-            try:
-                obj = ast.literal_eval(s)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                obj = None
+        try:
+            obj = ast.literal_eval(s) if len(s) <= _MAX_LITERAL else None
+        except _LITERAL_ERRORS:
+            obj = None
     return obj if isinstance(obj, dict) else None
 
 
-def _load_blob(blob: str, raw: str, names) -> dict | None:
-    """Load the object at the start of ``blob``; a cut-off object is an error."""
+def _load_blob(blob: str) -> dict | None:
+    """Load the object at the start of ``blob``; a cut-off one is an error, a malformed one None."""
     status, end = _scan_object(blob, 0)
     if status in ("open", "long", "deep"):
         detail = {"open": "the text ended inside it", "long": "it is too long",
                   "deep": "it is nested too deeply"}[status]
-        raise _fail("truncated_json", raw, names, detail=detail)
+        raise _Broken("truncated_json", detail=detail)
     return _load_object(blob[:end]) if status == "ok" else None
 
 
 def _json_shape(obj: dict) -> tuple[str, object, str] | None:
-    """(tool, input, thought) from a JSON action; input is ``...`` when missing."""
+    """(tool, input, thought) of a JSON action, input ``...`` when missing; None: not an action."""
     thought = obj.get("thought") or obj.get("thoughts") or ""
     if isinstance(thought, dict):  # chatgpt-tool-hub: {"thoughts": {"text": ...}}
         thought = thought.get("text") or thought.get("reasoning") or ""
-    thought = thought if isinstance(thought, str) else ""
     tool, keys = obj.get("action"), ("action_input", "tool_input", "input", "arguments")
-    if isinstance(obj.get("tool"), dict):
+    if isinstance(obj.get("tool"), dict):  # chatgpt-tool-hub: {"tool": {"name": ..., "input": ...}}
         tool, obj, keys = obj["tool"].get("name"), obj["tool"], ("input", "arguments", "args")
     elif tool is None and isinstance(obj.get("tool"), str):
         tool, keys = obj["tool"], ("tool_input", "input", "arguments", "args")
-    elif tool is None and ("arguments" in obj or "parameters" in obj):
+    elif tool is None and ("arguments" in obj or "parameters" in obj):  # function-call style
         tool, keys = obj.get("name"), ("arguments", "parameters")
     if not isinstance(tool, str):
         return None
-    return tool.strip(), next((obj[k] for k in keys if k in obj), ...), thought.strip()
+    thought = thought.strip() if isinstance(thought, str) else ""
+    return tool.strip(), next((obj[k] for k in keys if k in obj), ...), thought
 
 
-def _json_result(obj: dict, prose: str, log: str, names, raw) -> Action | Finish:
+def _json_result(obj: dict, prose: str, log: str, names: list[str]) -> Action | Finish:
     shape = _json_shape(obj)
     if shape is None:
-        raise _fail("unknown_json", raw, names)
+        raise _Broken("unknown_json")
     tool, value, thought = shape
     if value is ...:
-        raise _fail("json_no_input", raw, names, tool=tool)
-    if isinstance(value, str):
+        raise _Broken("json_no_input", tool=tool)
+    if isinstance(value, str):  # OpenAI-style arguments arrive as a JSON string
         value = value.strip()
         loaded = _load_object(value) if value.startswith("{") and len(value) <= _MAX_OBJECT else None
-        value = loaded if loaded is not None else value
-    elif value is None:
-        value = ""
+        value = value if loaded is None else loaded
     elif not isinstance(value, dict):
-        value = json.dumps(value, ensure_ascii=False)
-    return _result(tool, value, thought or prose.strip(), log, names, raw)
+        value = "" if value is None else json.dumps(value, ensure_ascii=False)
+    return _result(tool, value, thought or prose.strip(), log, names)
 
 
 # --- tool names and inputs -------------------------------------------------------------
@@ -432,44 +457,39 @@ def _resolve(tool: str, names: list[str]) -> str:
 
 def _call_style(body: str, names: list[str]) -> tuple[str, str | dict] | None:
     """``search[weather]`` (ReAct paper) or ``search("weather")`` (function call)."""
-    if names and any(_squash(n) == _squash(_clean_tool(body)) for n in names):
-        return None
+    if any(_squash(n) == _squash(_clean_tool(body)) for n in names):
+        return None  # a registered name that happens to contain brackets
     cut = [i for i in (body.find("["), body.find("(")) if 0 < i <= 100]
-    if not cut:
-        return None
-    opener = min(cut)
+    opener = min(cut, default=0)
     closer = "]" if body[opener] == "[" else ")"
     tool = _clean_tool(body[:opener])
     if not tool or "\n" in tool or not body.endswith(closer):
         return None
     inner = body[opener + 1 : -1].strip()
-    if closer == ")":
-        return tool, _call_args(inner)
-    return tool, _strip_quotes(inner)
+    return tool, (_call_args(inner) if closer == ")" else _strip_quotes(inner))
 
 
 def _call_args(inner: str) -> str | dict:
     """A single string literal → the string; keyword literals → a dict; else verbatim."""
     if not inner or len(inner) > _MAX_LITERAL:
         return inner
-    errors = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
     try:
         value = ast.literal_eval(inner)
         if isinstance(value, (str, dict)):
             return value
-    except errors:
+    except _LITERAL_ERRORS:
         pass
     try:
         call = ast.parse(f"f({inner})", mode="eval").body
         if isinstance(call, ast.Call) and not call.args and all(k.arg for k in call.keywords):
             return {k.arg: ast.literal_eval(k.value) for k in call.keywords} or inner
-    except errors:
+    except _LITERAL_ERRORS:
         pass
     return _strip_quotes(inner)
 
 
 def _unfence(s: str) -> str:
-    """The content of a leading ``` block (its first one), else ``s``."""
+    """The content of a leading ``` block (the first one), else ``s``; both stripped."""
     s = s.strip()
     if not s.startswith("```"):
         return s
@@ -483,34 +503,20 @@ def _unfence(s: str) -> str:
 def _strip_quotes(s: str) -> str:
     """Strip one pair of quotes only when they match at both ends and none is inside."""
     if len(s) >= 2 and s[0] in _QUOTES and s[-1] == _QUOTES[s[0]]:
-        inner = s[1:-1]
-        if s[0] not in inner and s[-1] not in inner:
-            return inner
+        if s[0] not in s[1:-1] and s[-1] not in s[1:-1]:
+            return s[1:-1]
     return s
 
 
-def _clean_input(section: str, raw: str, names) -> str | dict:
+def _clean_input(section: str) -> str | dict:
     """Verbatim input minus surrounding whitespace, a fence and matching quotes; objects → dict."""
     s = _unfence(section)
-    if s.startswith("{"):
-        status, end = _scan_object(s, 0)
-        if status == "ok" and end == len(s):
-            obj = _load_object(s)
-            return obj if obj is not None else s
-        if status == "ok":
-            return s
-        _load_blob(s, raw, names)  # raises for a cut-off object
-        return s
-    return _strip_quotes(s)
-
-
-def _fail(kind: str, llm_output: str, names: Sequence[str] = (), **fmt: str) -> OutputParserError:
-    problem = _PROBLEMS[kind].format(**{k: v[:80] for k, v in fmt.items()})
-    feedback = f"{problem} {_FORMAT}"
-    if kind in ("unknown_json", "json_no_input", "truncated_json"):
-        feedback += f"\n{_JSON_FORMAT}"
-    if names:
-        shown = ", ".join(list(names)[:30])
-        feedback += f"\nValid tool names: {shown}."
-    return OutputParserError(f"could not parse the LLM output ({kind}): {problem}",
-                             feedback=feedback, llm_output=llm_output)
+    if not s.startswith("{"):
+        return _strip_quotes(s)
+    status, end = _scan_object(s, 0)
+    if status == "ok" and end == len(s):
+        obj = _load_object(s)
+        return s if obj is None else obj
+    if status != "ok":
+        _load_blob(s)  # raises for a cut-off object; a malformed one stays text
+    return s

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from importlib import import_module
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -161,10 +162,8 @@ class ToolRegistry:
                 seen_builtin = True
             self._load_one(ep.name, ep.load)
         if not seen_builtin:  # running from a source tree that was not pip-installed
-            def load_builtin() -> Any:
-                from .builtin import register_tools
-                return register_tools
-            self._load_one("builtin", load_builtin)
+            # the same door as an entry point: a module path and an attribute
+            self._load_one("builtin", lambda: getattr(import_module(_BUILTIN_MODULE), "register_tools"))
 
     def _load_one(self, label: str, loader: Callable[[], Any]) -> None:
         try:

@@ -1,0 +1,99 @@
+"""The tool-hub command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from chatgpt_tool_hub import cli
+from helpers import act, answer
+
+
+@pytest.fixture
+def server_env(chat_server, monkeypatch):
+    monkeypatch.setenv("LLM_API_BASE_URL", chat_server.url)
+    monkeypatch.setenv("MAX_RETRIES", "0")
+    monkeypatch.setenv("PYTHON_TIMEOUT", "10")
+    return chat_server
+
+
+def test_ask_prints_only_the_answer(server_env, capsys):
+    server_env.replies = [act("python", "print(40 + 2)"), answer("It is 42.")]
+    assert cli.main(["ask", "what", "is", "40+2?"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == "It is 42."
+    assert server_env.bodies[0]["messages"][-1]["content"] == "what is 40+2?"
+    assert server_env.bodies[0]["stream"] is True
+
+
+def test_ask_verbose_shows_the_inner_monologue(server_env, capsys):
+    server_env.replies = [act("python", "print(40 + 2)"), answer("It is 42.")]
+    assert cli.main(["ask", "-v", "40+2?"]) == 0
+    out = capsys.readouterr().out
+    for part in ("Thought", "Action", "Observation (python)", "42", "It is 42."):
+        assert part in out
+
+
+def test_no_llm_configured_explains_and_exits_non_zero(capsys):
+    assert cli.main(["ask", "hello"]) == cli.EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "No LLM is configured" in err and "LLM_API_KEY" in err and "local:" in err
+
+
+def test_run_tool_in_pure_mode(capsys):
+    assert cli.main(["run", "python", "print(sum(range(10)))"]) == 0
+    assert capsys.readouterr().out.strip() == "45"
+
+
+def test_run_unknown_tool(capsys):
+    assert cli.main(["run", "nope", "x"]) == cli.EXIT_CONFIG
+    assert "unknown tool 'nope'" in capsys.readouterr().err
+
+
+def test_tools_lists_names_and_keys(capsys):
+    assert cli.main(["tools"]) == 0
+    out = capsys.readouterr().out
+    assert "python" in out and "keys it needs" in out
+
+
+def test_demo_is_labelled_and_uses_the_real_tool(capsys, tmp_path):
+    assert cli.main(["demo", "--workspace", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "OFFLINE DEMO" in out and "scripted controller" in out
+    assert "1229" in out and "5736396" in out
+    assert (tmp_path / "primes_summary.txt").read_text() == "primes below 10000: 1229, sum 5736396\n"
+
+
+def test_repl_commands_and_history(server_env, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "HISTORY_FILE", str(tmp_path / "history"))
+    lines = iter(["/help", "/tools", "/depth 1", "/depth x", "hello", "again", "/reset", "fresh",
+                  "/model other-model", "/bogus", "/exit"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    server_env.replies = [answer("hi!"), answer("still here"), answer("new start")]
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    for part in ("/depth N", "python", "think depth is now 1", "usage: /depth N", "hi!", "still here",
+                 "conversation forgotten", "new start", "model is now other-model", "unknown command /bogus"):
+        assert part in out, part
+    second = [m["content"] for m in server_env.bodies[1]["messages"][1:]]
+    assert second == ["hello", "hi!", "again"]
+    third = [m["content"] for m in server_env.bodies[2]["messages"][1:]]
+    assert third == ["fresh"]
+
+
+def test_repl_ends_on_eof(server_env, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "HISTORY_FILE", str(tmp_path / "history"))
+
+    def eof(prompt=""):
+        raise EOFError
+
+    monkeypatch.setattr("builtins.input", eof)
+    assert cli.main([]) == 0
+
+
+def test_console_script_is_installed():
+    proc = subprocess.run([sys.executable, "-m", "chatgpt_tool_hub.cli", "--version"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and "chatgpt_tool_hub" in proc.stdout
