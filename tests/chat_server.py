@@ -50,7 +50,7 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest

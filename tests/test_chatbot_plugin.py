@@ -103,3 +103,13 @@ def test_chatbot_plugin_call_sequence(chat_server, tmp_path):
     old = plugin.app
     plugin.app = plugin.reset_app()
     assert plugin.app is not old and plugin.app.history() == []
+
+
+def test_older_plugin_entry_points_still_work():
+    from chatgpt_tool_hub.apps import load_app
+    from chatgpt_tool_hub.testing import ScriptedLLM
+    from chatgpt_tool_hub.tools.all_tool_list import get_all_tool_names
+
+    assert "python" in get_all_tool_names()
+    app = load_app(tools_list=[], llm=ScriptedLLM([answer("old api works")]))
+    assert app.ask("hi") == "old api works"

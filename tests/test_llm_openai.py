@@ -14,7 +14,8 @@ import pytest
 from chatgpt_tool_hub.errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError
 from chatgpt_tool_hub.llm import LLMResponse, StreamChunk, Usage, collect_stream
 from chatgpt_tool_hub.llm import openai_client as oc
-from chatgpt_tool_hub.llm.openai_client import OpenAICompatibleLLM, StopCutter, cut_at_stop, parse_retry_after
+from chatgpt_tool_hub.llm.openai_client import OpenAICompatibleLLM, parse_retry_after
+from chatgpt_tool_hub.llm.stops import StopCutter, cut_at_stop
 
 from chat_server import ChatServer  # tests/ is on sys.path (rootdir conftest); the fixture comes from conftest.py
 
@@ -292,6 +293,20 @@ def test_400_on_stream_options_drops_it_and_remembers(chat_server):
     assert "stream_options" not in chat_server.bodies[2]
 
 
+def test_400_on_unsupported_temperature_drops_it(chat_server):
+    chat_server.faults.append(("status", 400, {}, "Unsupported value: 'temperature' does not support 0 with "
+                                                  "this model. Only the default (1) value is supported."))
+    assert make(chat_server).complete(MSGS).text == "OK"
+    assert "temperature" in chat_server.bodies[0] and "temperature" not in chat_server.bodies[1]
+
+
+def test_400_naming_a_param_without_saying_unsupported_is_an_error(chat_server):
+    chat_server.faults.append(("status", 400, {}, "'temperature' must be between 0 and 2"))
+    with pytest.raises(LLMError, match="between 0 and 2"):
+        make(chat_server, temperature=5).complete(MSGS)
+    assert len(chat_server.requests) == 1
+
+
 # --- malformed 200s -------------------------------------------------------------------------
 
 
@@ -365,6 +380,15 @@ def test_proxy_builds_an_httpx2_client():
     client = llm._get_client()
     assert isinstance(client._client, httpx2.Client)
     assert llm._get_client() is client  # built once
+
+
+def test_proxy_is_really_used(chat_server, sleeps):
+    with ChatServer() as dead:
+        dead_url = dead.root  # nothing listens there any more
+    llm = make(chat_server, proxy=dead_url, max_retries=0)
+    with pytest.raises(LLMConnectionError, match="1 attempt"):
+        llm.complete(MSGS)
+    assert chat_server.requests == []  # the request went to the (dead) proxy, not straight to the server
 
 
 def test_client_built_once_across_threads(chat_server):

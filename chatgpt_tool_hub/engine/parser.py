@@ -1,23 +1,20 @@
 """Read an LLM's ReAct reply as an :class:`Action` or a :class:`Finish`.
 
-The pipeline, one small function per step:
+Pipeline, one small function per step:
 
-1. **Drop think blocks** — ``<think>…</think>`` is removed (also an unclosed
-   ``<think>`` and a lone leading ``</think>``); nothing inside is ever an action.
-2. **Normalise markers** — line-anchored ``Thought`` / ``Action`` / ``Action Input``
-   / ``Final Answer`` / ``AI`` / ``Observation`` are found in any case, with ``:``
-   or ``：``, spaces before the colon, markdown bold and numbers (``Action 1:``).
-   A bare ``` fence wrapping the whole reply is markup and its fence lines go;
-   other fences are code, and markers inside them are ignored. Only markers are
-   normalised: the text between them is kept verbatim.
-3. **Cut at observation** — everything from the first line-anchored
-   ``Observation:`` (the LLM hallucinating the tool's result) and a trailing
-   stop-word fragment such as ``Obs`` is dropped.
+1. **Normalise markers** — line-anchored ``Thought`` / ``Action`` / ``Action Input`` /
+   ``Final Answer`` / ``AI`` / ``Observation`` in any case, with ``:`` or ``：``,
+   spaces before the colon, markdown bold, numbers (``Action 1:``). A plain ```
+   fence around the whole reply is markup and goes; other fences are code, and
+   markers inside them are ignored. The text between markers is kept verbatim.
+2. **Drop think blocks** — ``<think>…</think>``; nothing inside is ever an action.
+3. **Cut at observation** — the first line-anchored ``Observation:`` (hallucinated
+   by the LLM) and a trailing stop-word fragment such as ``Obs`` end the reply.
 4. **Locate** the first action, final answer or JSON action; the earliest wins.
-5. **Extract** the tool and its input (``search[x]``, ``search("x")``, fenced code,
-   JSON or Python-literal dict, matching quotes stripped) or the final answer.
+5. **Extract the input** — ``search[x]``, ``search("x")``, a fenced block, a JSON or
+   Python-literal dict, matching quotes stripped — or the final answer.
 
-What cannot be recovered raises :class:`OutputParserError`; its ``feedback``
+What cannot be recovered raises :class:`OutputParserError` whose ``feedback``
 tells the LLM which part of the format it broke. Every step is linear in the
 input; JSON and literal parsing are bounded in size and depth.
 """
@@ -29,17 +26,15 @@ import bisect
 import json
 import re
 from dataclasses import dataclass
+from itertools import islice
 from typing import Sequence
 
 from chatgpt_tool_hub.errors import OutputParserError
 
 __all__ = ["Action", "Finish", "parse_output", "FINAL_PREFIXES", "FINISH_TOOL_NAMES"]
 
-FINAL_PREFIXES = ("AI", "Final Answer")
-"""Prefixes of the final answer; the prompts ask for the first."""
-
+FINAL_PREFIXES = ("AI", "Final Answer")  # the prompts ask for the first
 FINISH_TOOL_NAMES = ("answer-user", "answer_user", "final answer", "final_answer", "final-answer")
-"""Tool names that mean "answer the user" (compared case-insensitively)."""
 
 
 @dataclass(frozen=True)
@@ -66,27 +61,30 @@ _MAX_DEPTH = 100  # nesting accepted before json / ast.literal_eval are tried
 _MAX_LITERAL = 20_000  # characters handed to ast at most
 _MAX_JSON_TRIES = 10  # line-start "{" candidates tried per reply
 
-_MARKER_RE = re.compile(
+_MARKER_RE = re.compile(  # no two adjacent quantifiers over the same characters: linear time
     r"^[ \t]*(?:(?:\*\*|__)[ \t]*)?"
     r"(?P<kw>thoughts?|action[ \t_]*input|action|final[ \t_]*answer|ai|observation)"
     r"(?:[ \t]*#?\d{1,3})?(?:[ \t]*(?:\*\*|__))?[ \t]*[:：](?:\*\*|__)?",
     re.IGNORECASE | re.MULTILINE,
 )
+_KINDS = {"thought": "thought", "thoughts": "thought", "actioninput": "input", "action": "action",
+          "finalanswer": "final", "ai": "final", "observation": "observation"}
 _FENCE_RE = re.compile(r"^[ \t]*```(?P<tag>[^\n`]*)$", re.MULTILINE)
 _THINK_RE = re.compile(r"<(/?)think(?:ing)?>", re.IGNORECASE)
 _NEED_TOOL_RE = re.compile(r"do i need to use a tool\s*\?\s*(yes|no)\b", re.IGNORECASE)
 _JSON_START_RE = re.compile(r"^[ \t]*\{", re.MULTILINE)
 _OBJECT_TOKEN_RE = re.compile(r"[{}\[\]\"'\\]")
-_WRAPPER_TAGS = {"", "text", "txt", "markdown", "md", "plaintext", "react"}
+_SEPARATORS_RE = re.compile(r"[\s_-]+")
+_NO_SEPARATORS = str.maketrans("", "", " \t_")
+_WRAPPER_TAGS = {"", "text", "txt", "markdown", "md", "plaintext"}
 _NO_TOOL = {"", "none", "n/a", "na", "null", "nil", "no", "nothing", "no tool", "-"}
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’"}
-_KINDS = {"thought": "thought", "thoughts": "thought", "actioninput": "input", "action": "action",
-          "finalanswer": "final", "ai": "final", "observation": "observation"}
+_LITERAL_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
 
 _FORMAT = ("Reply in exactly this format:\n"
            "Thought: Do I need to use a tool? Yes\nAction: <one tool name>\nAction Input: <the input>\n"
            "or, when you can answer:\nThought: Do I need to use a tool? No\nAI: <your answer>")
-_JSON_FORMAT = ('Or send one JSON object: {"action": "<one tool name>", "action_input": "<the input>"}.')
+_JSON_FORMAT = 'Or send one JSON object: {"action": "<one tool name>", "action_input": "<the input>"}.'
 _PROBLEMS = {
     "empty": "Your reply was empty.",
     "missing_input": "Your reply had 'Action: {tool}' but no 'Action Input:' line.",
@@ -97,7 +95,7 @@ _PROBLEMS = {
     "empty_answer": "Your reply had 'AI:' (or 'Final Answer:') but no answer after it.",
     "no_tool": ("Your reply had 'Action: {tool}', which is not a tool. 'Action:' must name exactly one "
                 "tool; when you need none, answer with 'AI:' instead."),
-    "truncated_json": ("Your reply has a JSON object that is cut off or never closed ({detail}). "
+    "truncated_json": ("Your reply has a JSON object that is {detail}. "
                        "Send the complete object with every brace and quote closed."),
     "unknown_json": ('Your reply was a JSON object but not an action: it needs an "action" key naming '
                      'the tool and an "action_input" key.'),
@@ -105,7 +103,7 @@ _PROBLEMS = {
     "observation": ("Your reply contained 'Observation:' but no 'Action:' before it. Never write "
                     "'Observation:' yourself; the engine adds the tool's result."),
 }
-_LITERAL_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
+_TRUNCATED = {"open": "cut off (the reply ended inside it)", "long": "too long", "deep": "nested too deeply"}
 
 
 class _Broken(Exception):
@@ -125,7 +123,7 @@ class _Marker:
 
 @dataclass(frozen=True)
 class _Doc:
-    """The cleaned reply and its markers, with helpers to read a marker's section."""
+    """The cleaned reply and its markers; a marker's section runs to the next marker."""
 
     text: str
     markers: list[_Marker]
@@ -144,11 +142,8 @@ class _Doc:
 
     def thought(self, i: int) -> str:
         """The last Thought section before marker ``i``, else the prose before it."""
-        for j in range(i - 1, -1, -1):
-            if self.markers[j].kind == "thought":
-                return self.section(j).strip()
-        return self.text[: self.markers[i].start].strip()
-
+        j = next((j for j in range(i - 1, -1, -1) if self.markers[j].kind == "thought"), None)
+        return (self.section(j) if j is not None else self.text[: self.markers[i].start]).strip()
 
 
 def parse_output(text: str, tool_names: Sequence[str] | None = None) -> Action | Finish:
@@ -223,14 +218,11 @@ def _fence_blocks(text: str) -> list[tuple[int, int, int, int, str]]:
 def _unwrap_fence(text: str) -> str:
     """Remove the fence lines of a plain ``` block that wraps the reply's first marker."""
     first = _MARKER_RE.search(text)
-    if first is None:
-        return text
-    for ostart, oend, cstart, cend, tag in _fence_blocks(text):
+    for ostart, oend, cstart, cend, tag in _fence_blocks(text) if first else ():
         if ostart > first.start():
             break
         if tag in _WRAPPER_TAGS and oend <= first.start() < cstart:
-            closing = text[cend + 1 :] if cstart < len(text) else ""
-            return text[:ostart] + text[oend + 1 : cstart] + closing
+            return text[:ostart] + text[oend + 1 : cstart] + text[cend + 1 :]
     return text
 
 
@@ -242,12 +234,11 @@ def _markers(text: str) -> list[_Marker]:
             spans[-1] = (spans[-1][0], max(spans[-1][1], cend))
         else:
             spans.append((ostart, cend))
-    starts = [s for s, _ in spans]
-    markers = []
+    starts, markers = [s for s, _ in spans], []
     for m in _MARKER_RE.finditer(text):
         k = bisect.bisect_right(starts, m.start()) - 1
         if k < 0 or m.start() >= spans[k][1]:
-            kind = _KINDS[re.sub(r"[ \t_]", "", m.group("kw").lower())]
+            kind = _KINDS[m.group("kw").lower().translate(_NO_SEPARATORS)]
             markers.append(_Marker(kind, m.start(), m.end()))
     return markers
 
@@ -311,23 +302,23 @@ def _parse_final(doc: _Doc, i: int) -> Finish:
 
 def _no_action(doc: _Doc, saw_observation: bool) -> Finish:
     """No Action / AI marker and no JSON action: an error, or an implicit final answer."""
-    text, markers = doc.text, doc.markers
+    text = doc.text
     if doc.first("input") is not None:
         raise _Broken("missing_action")
     blob = _unfence(text)
     if blob.startswith("{") and _load_blob(blob) is not None:
         raise _Broken("unknown_json")
     need = _NEED_TOOL_RE.search(text)
-    if need is not None and need.group(1).lower() == "yes":
-        raise _Broken("said_yes")
-    if need is not None:  # "...? No" then the answer without its "AI:" prefix
+    if need is not None:  # after "...? No" an answer that lacks its "AI:" prefix is accepted
         nl = text.find("\n", need.end())
         rest = text[nl + 1 :].strip() if nl >= 0 else ""
-        if not rest or any(m.start >= nl for m in markers):
+        if need.group(1).lower() == "yes":
+            raise _Broken("said_yes")
+        if not rest or any(m.start >= nl for m in doc.markers):
             raise _Broken("no_answer")
         return Finish(rest, _MARKER_RE.sub("", text[:nl]).strip(), text.strip())
-    if markers or saw_observation:
-        raise _Broken("thought_only" if markers else "observation")
+    if doc.markers or saw_observation:
+        raise _Broken("thought_only" if doc.markers else "observation")
     return Finish(text.strip(), "", text.strip())
 
 
@@ -336,9 +327,7 @@ def _no_action(doc: _Doc, saw_observation: bool) -> Finish:
 
 def _find_json_action(text: str, stop: int) -> tuple[int, int, dict] | None:
     """The first line-start object before ``stop`` that reads as an action: (start, end, obj)."""
-    for tries, m in enumerate(_JSON_START_RE.finditer(text, 0, stop)):
-        if tries >= _MAX_JSON_TRIES:
-            break
+    for m in islice(_JSON_START_RE.finditer(text, 0, stop), _MAX_JSON_TRIES):
         start = m.end() - 1
         status, end = _scan_object(text, start)
         obj = _load_object(text[start:end]) if status == "ok" else None
@@ -390,10 +379,8 @@ def _load_object(s: str) -> dict | None:
 def _load_blob(blob: str) -> dict | None:
     """Load the object at the start of ``blob``; a cut-off one is an error, a malformed one None."""
     status, end = _scan_object(blob, 0)
-    if status in ("open", "long", "deep"):
-        detail = {"open": "the text ended inside it", "long": "it is too long",
-                  "deep": "it is nested too deeply"}[status]
-        raise _Broken("truncated_json", detail=detail)
+    if status in _TRUNCATED:
+        raise _Broken("truncated_json", detail=_TRUNCATED[status])
     return _load_object(blob[:end]) if status == "ok" else None
 
 
@@ -439,11 +426,14 @@ def _clean_tool(s: str) -> str:
 
 
 def _squash(name: str) -> str:
-    return re.sub(r"[\s_-]+", "", name.lower())
+    return _SEPARATORS_RE.sub("", name.lower())
+
+
+_FINISH_KEYS = frozenset(_squash(n) for n in FINISH_TOOL_NAMES)
 
 
 def _is_finish(tool: str) -> bool:
-    return _squash(tool) in {_squash(n) for n in FINISH_TOOL_NAMES}
+    return _squash(tool) in _FINISH_KEYS
 
 
 def _resolve(tool: str, names: list[str]) -> str:
@@ -457,10 +447,10 @@ def _resolve(tool: str, names: list[str]) -> str:
 
 def _call_style(body: str, names: list[str]) -> tuple[str, str | dict] | None:
     """``search[weather]`` (ReAct paper) or ``search("weather")`` (function call)."""
-    if any(_squash(n) == _squash(_clean_tool(body)) for n in names):
-        return None  # a registered name that happens to contain brackets
     cut = [i for i in (body.find("["), body.find("(")) if 0 < i <= 100]
-    opener = min(cut, default=0)
+    if not cut or any(_squash(n) == _squash(_clean_tool(body)) for n in names):
+        return None  # no brackets, or a registered name that happens to contain them
+    opener = min(cut)
     closer = "]" if body[opener] == "[" else ")"
     tool = _clean_tool(body[:opener])
     if not tool or "\n" in tool or not body.endswith(closer):
@@ -470,22 +460,12 @@ def _call_style(body: str, names: list[str]) -> tuple[str, str | dict] | None:
 
 
 def _call_args(inner: str) -> str | dict:
-    """A single string literal → the string; keyword literals → a dict; else verbatim."""
-    if not inner or len(inner) > _MAX_LITERAL:
-        return inner
+    """A single string or dict literal → its value; anything else stays verbatim."""
     try:
-        value = ast.literal_eval(inner)
-        if isinstance(value, (str, dict)):
-            return value
+        value = ast.literal_eval(inner) if 0 < len(inner) <= _MAX_LITERAL else None
     except _LITERAL_ERRORS:
-        pass
-    try:
-        call = ast.parse(f"f({inner})", mode="eval").body
-        if isinstance(call, ast.Call) and not call.args and all(k.arg for k in call.keywords):
-            return {k.arg: ast.literal_eval(k.value) for k in call.keywords} or inner
-    except _LITERAL_ERRORS:
-        pass
-    return _strip_quotes(inner)
+        value = None
+    return value if isinstance(value, (str, dict)) else _strip_quotes(inner)
 
 
 def _unfence(s: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 
 from ..errors import LLMError, UserError
 from .base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
-from .openai_client import StopCutter, cut_at_stop
+from .stops import StopCutter, cut_at_stop
 
 __all__ = ["LocalLLM", "LOCAL_PREFIX"]
 

@@ -22,9 +22,10 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError, UserError
 from .base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
+from .stops import StopCutter, clean_stop, cut_at_stop
 from . import tokens
 
-__all__ = ["OpenAICompatibleLLM", "cut_at_stop", "StopCutter", "MAX_STOP_SEQUENCES"]
+__all__ = ["OpenAICompatibleLLM", "MAX_STOP_SEQUENCES", "parse_retry_after"]
 
 logger = logging.getLogger("chatgpt_tool_hub.llm")
 
@@ -32,73 +33,14 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 NO_KEY_PLACEHOLDER = "no-key-required"  # sent to servers that need no key (Ollama, vLLM…)
 MAX_STOP_SEQUENCES = 4  # OpenAI accepts at most 4; the rest are applied client-side
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+_UNSUPPORTED_WORDS = ("unsupported", "not supported", "unrecognized", "unknown", "extra", "not permitted",
+                      "not allowed", "does not support")
 
 KEY_HINT = "check llm_api_key / LLM_API_KEY"
 MODEL_HINT = "check model_name / MODEL_NAME and llm_api_base_url / LLM_API_BASE_URL"
 URL_HINT = "check llm_api_base_url / LLM_API_BASE_URL, proxy / PROXY and request_timeout / REQUEST_TIMEOUT"
 
 _sleep = time.sleep  # patched in tests
-
-
-# --- stop sequences --------------------------------------------------------------------
-
-
-def _clean_stop(stop: Sequence[str] | str | None) -> list[str]:
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        stop = [stop]
-    out: list[str] = []
-    for s in stop:
-        if s and s not in out:
-            out.append(str(s))
-    return out
-
-
-def cut_at_stop(text: str, stop: Sequence[str] | str | None) -> tuple[str, bool]:
-    """``text`` cut before the earliest stop string; and whether a cut happened."""
-    cut = len(text)
-    for s in _clean_stop(stop):
-        i = text.find(s)
-        if i != -1 and i < cut:
-            cut = i
-    return text[:cut], cut < len(text)
-
-
-class StopCutter:
-    """Applies stop strings to a stream of text pieces.
-
-    ``feed(piece)`` returns the text that is safe to emit now (it holds back a
-    tail that could be the start of a stop string); ``stopped`` turns True once
-    a stop string was seen; ``flush()`` returns what is held back at the end.
-    """
-
-    def __init__(self, stop: Sequence[str] | str | None) -> None:
-        self.stop = _clean_stop(stop)
-        self._hold = max((len(s) for s in self.stop), default=1) - 1
-        self._buffer = ""
-        self.stopped = False
-
-    def feed(self, piece: str) -> str:
-        if self.stopped or not piece:
-            return ""
-        if not self.stop:
-            return piece
-        self._buffer += piece
-        text, hit = cut_at_stop(self._buffer, self.stop)
-        if hit:
-            self.stopped = True
-            self._buffer = ""
-            return text
-        if self._hold <= 0:
-            out, self._buffer = self._buffer, ""
-            return out
-        out, self._buffer = self._buffer[: -self._hold], self._buffer[-self._hold:]
-        return out
-
-    def flush(self) -> str:
-        out, self._buffer = ("" if self.stopped else self._buffer), ""
-        return out
 
 
 # --- helpers ----------------------------------------------------------------------------
@@ -323,13 +265,9 @@ class OpenAICompatibleLLM(BaseLLM):
             key = NO_KEY_PLACEHOLDER
         http_client = None
         if self.proxy:
-            import httpx2
-
-            # openai 3.x is built on httpx2; a custom client loses openai's defaults, so restore them
-            http_client = httpx2.Client(
-                proxy=self.proxy, timeout=self.timeout, follow_redirects=True,
-                limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),
-            )
+            # openai 3.x is built on httpx2: DefaultHttpxClient is an httpx2.Client with openai's
+            # own defaults (timeouts, connection limits, redirects), which a bare httpx2.Client lacks
+            http_client = openai.DefaultHttpxClient(proxy=self.proxy, timeout=self.timeout)
         common: dict[str, Any] = dict(api_key=key, timeout=self.timeout, max_retries=0)
         if http_client is not None:
             common["http_client"] = http_client
@@ -363,12 +301,13 @@ class OpenAICompatibleLLM(BaseLLM):
         return params
 
     def _drop_unsupported(self, params: dict, message: str) -> bool:
-        """On a 400 that names a parameter we can do without, drop it and say True."""
+        """On a 400 saying a parameter we can do without is unsupported, drop it and say True."""
         lowered = message.lower()
+        if not any(w in lowered for w in _UNSUPPORTED_WORDS):
+            return False
         for name in ("stream_options", "temperature", "stop"):
-            if name in params and (f"'{name}'" in lowered or f'"{name}"' in lowered or f"`{name}`" in lowered
-                                   or f"param {name}" in lowered or f"{name} is not supported" in lowered
-                                   or (name == "stream_options" and "stream_options" in lowered)):
+            named = any(q in lowered for q in (f"'{name}'", f'"{name}"', f"`{name}`", f"{name}:"))
+            if name in params and (named or (name == "stream_options" and name in lowered)):
                 self._unsupported.add(name)
                 params.pop(name, None)
                 logger.warning("LLM server rejected parameter %r for model %s; retrying without it",
@@ -491,7 +430,7 @@ class OpenAICompatibleLLM(BaseLLM):
     # -- the protocol ------------------------------------------------------------------
 
     def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> LLMResponse:
-        stops = _clean_stop(stop)
+        stops = clean_stop(stop)
         params = self._params(messages, stops, stream=False)
         try:
             result = self._call(params)
@@ -523,7 +462,7 @@ class OpenAICompatibleLLM(BaseLLM):
                            model=model)
 
     def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
-        stops = _clean_stop(stop)
+        stops = clean_stop(stop)
         params = self._params(messages, stops, stream=True)
 
         def first_read(stream_obj: Any) -> tuple[Any, Any, Any]:
@@ -532,6 +471,12 @@ class OpenAICompatibleLLM(BaseLLM):
                 first = next(iterator)
             except StopIteration:
                 first = None
+            except BaseException:
+                try:  # free the connection before a retry
+                    stream_obj.close()
+                except Exception:
+                    pass
+                raise
             return stream_obj, iterator, first
 
         try:
