@@ -73,7 +73,8 @@ def correct(reading: tuple, expect: dict) -> bool:
         return reading[0] == "error" and bool(str(reading[1]).strip())
     if kind == "finish":
         return reading[0] == "finish" and reading[1].strip() == expect["output"].strip()
-    return reading[0] == "action" and reading[1] == expect["tool"] and _strip(reading[2]) == _strip(expect["input"])
+    return (reading[0] == "action" and reading[1] == expect["tool"]
+            and _strip(reading[2]) == _strip(expect["input"]))
 
 
 def speed(read, texts: list[str], seconds: float) -> float:

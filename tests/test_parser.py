@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chatgpt_tool_hub.engine.parser import FINAL_PREFIXES, FINISH_TOOL_NAMES, Action, Finish, parse_output
@@ -408,7 +408,7 @@ def test_non_string_input_is_an_error_not_a_crash():
 # --- properties: noise on markers never changes the reading ------------------------------------
 
 _MARKER_WORDS = ("action", "thought", "observation", "final", "answer", "ai", "think", "need", "obs")
-_SAFE = st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp", "Zs"), blacklist_characters="`{[(\"'“‘：:*_#<>")
+_SAFE = st.characters(exclude_categories=("Cs", "Cc", "Zl", "Zp", "Zs"), exclude_characters="`{[(\"'“‘：:*_#<>")
 _plain = (st.text(_SAFE, min_size=1, max_size=20)
           .filter(lambda s: not any(w in s.lower() for w in _MARKER_WORDS)))
 _phrase = st.lists(_plain, min_size=1, max_size=4).map(" ".join)
@@ -461,7 +461,7 @@ def _replies(draw):
     if draw(st.booleans()):
         noisy = f"```\n{noisy}\n```"
     if draw(st.booleans()):
-        noisy += "\nObservation: " + draw(st.text(st.characters(blacklist_characters="<"), max_size=30))
+        noisy += "\nObservation: " + draw(st.text(st.characters(exclude_characters="<"), max_size=30))
     return _render(sections), noisy, expected
 
 
@@ -493,7 +493,8 @@ def test_tool_names_never_turn_a_reading_into_an_error(reply, extra):
 
 _FRAGMENTS = ["Action:", "Action Input:", "Thought:", "AI:", "Final Answer:", "Observation:", "Obs", "```",
               "```json", "{", "}", "[", "]", "(", ")", '"', "'", "\\", "<think>", "</think>", "\n", " ", "：",
-              "**", "search", "None", "answer-user", '"action": ', '"action_input": ', "Do I need to use a tool? No"]
+              "**", "search", "None", "answer-user", '"action": ', '"action_input": ',
+              "Do I need to use a tool? No"]
 
 
 def _check_any(result):

@@ -2,12 +2,12 @@
 
 Pipeline, one small function per step:
 
-1. **Normalise markers** — line-anchored ``Thought`` / ``Action`` / ``Action Input`` /
+1. **Drop think blocks** — ``<think>…</think>``; nothing inside is ever an action.
+2. **Normalise markers** — line-anchored ``Thought`` / ``Action`` / ``Action Input`` /
    ``Final Answer`` / ``AI`` / ``Observation`` in any case, with ``:`` or ``：``,
    spaces before the colon, markdown bold, numbers (``Action 1:``). A plain ```
    fence around the whole reply is markup and goes; other fences are code, and
    markers inside them are ignored. The text between markers is kept verbatim.
-2. **Drop think blocks** — ``<think>…</think>``; nothing inside is ever an action.
 3. **Cut at observation** — the first line-anchored ``Observation:`` (hallucinated
    by the LLM) and a trailing stop-word fragment such as ``Obs`` end the reply.
 4. **Locate** the first action, final answer or JSON action; the earliest wins.
@@ -184,7 +184,7 @@ def _parse(text: str, names: list[str]) -> Action | Finish:
     return _no_action(doc, saw_observation)
 
 
-# --- steps 1-3: clean the text and find the markers ---------------------------------
+# --- steps 1-3: drop think blocks, find the markers, cut at observation -------------
 
 
 def _drop_think(text: str) -> str:
