@@ -54,10 +54,10 @@ class EchoTool(Tool):
     def __init__(self, timer: Timer):
         self.timer = timer
 
-    def run(self, tool_input=""):
+    def run(self, tool_input="", context=None):
         started = time.perf_counter()
         try:
-            return super().run(tool_input)
+            return super().run(tool_input, context)
         finally:
             self.timer.seconds += time.perf_counter() - started
 

@@ -122,3 +122,20 @@ def test_config_json_template_lists_every_setting():
     template = (Path(__file__).resolve().parents[1] / "config.json.template").read_text(encoding="utf-8")
     for key in SETTINGS:
         assert f'"{key}"' in template, key
+
+
+def test_build_llm_types_raw_chatbot_kwargs(chat_server):
+    from chatgpt_tool_hub.llm.build import build_llm
+
+    llm = build_llm({"llm_api_base_url": chat_server.url, "request_timeout": "7", "temperature": "0.5",
+                     "model_name": "", "proxy": "", "max_retries": "0", "junk": ""})
+    assert llm.model_name == "gpt-4o-mini"
+    assert llm.complete([{"role": "user", "content": "hi"}]).text == "OK"
+    assert chat_server.bodies[0]["temperature"] == 0.5
+
+
+def test_build_llm_without_any_llm_setting_says_how_to_configure():
+    from chatgpt_tool_hub.llm.build import build_llm
+
+    with pytest.raises(ConfigError, match="No LLM is configured"):
+        build_llm({"llm_api_key": "", "deployment_id": ""})

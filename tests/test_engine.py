@@ -234,3 +234,37 @@ def test_budget_shared_by_engines_stops_the_run():
     with pytest.raises(BudgetExceeded):
         Engine(llm, [echo], budget=budget).run("q")
     assert budget.llm_calls == 1
+
+
+def test_tools_that_ask_for_it_get_the_run_context():
+    from chatgpt_tool_hub.tools import tool
+
+    seen = []
+
+    @tool(name="ctx")
+    def ctx(text: str, context) -> str:
+        """Report the context."""
+        seen.append(context)
+        return f"session={context.session_id} depth={context.depth}"
+
+    assert "context" not in ctx.parameters["properties"]
+    llm = ScriptedLLM([act("ctx", "x"), answer("ok")])
+    events, result = run_events(Engine(llm, [ctx]), "q", session_id="s-42")
+    assert result.steps[0].observation == "session=s-42 depth=0"
+    assert seen[0].llm is llm
+    assert ctx.run("pure") == "session=default depth=0"
+
+
+def test_events_emitted_by_a_nested_engine_are_yielded_before_the_observation():
+    from chatgpt_tool_hub.tools import tool
+
+    @tool(name="nested")
+    def nested(text: str, context) -> str:
+        """Pretend to run an engine inside."""
+        context.emit(ThoughtEvent("inner thought", depth=1))
+        return "inner done"
+
+    llm = ScriptedLLM([act("nested", "x"), answer("ok")])
+    events, _ = run_events(Engine(llm, [nested]), "q")
+    kinds = [(e.kind, e.depth) for e in events]
+    assert kinds[:4] == [("thought", 0), ("action", 0), ("thought", 1), ("observation", 0)]

@@ -127,6 +127,8 @@ class App:
                 self._sessions.clear()
             else:
                 self._sessions.pop(session_id, None)
+        for tool in self.tools:
+            tool.reset(session_id)
 
     def history(self, session_id: str = DEFAULT_SESSION) -> list[Message]:
         return self._memory(session_id).messages()
@@ -154,7 +156,7 @@ class App:
             history = trim_to_budget(normalize_history(chat_history, query), self.memory_max_tokens)
         with self._lock:
             engine = Engine(self.llm, self._tools.values(), self.settings, approve=self.approve, budget=Budget())
-        result = yield from engine.iter_run(query, history, stream=stream)
+        result = yield from engine.iter_run(query, history, stream=stream, session_id=session_id)
         if own_memory:
             self._memory(session_id).add_turn(query, result.output)
         return result

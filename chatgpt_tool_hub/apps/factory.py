@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
-from ..config import DEFAULT_BASE_URL, is_secret_key
+from ..config import is_secret_key
 from ..engine.loop import EngineSettings
 from ..errors import ConfigError
 from ..llm.base import LLM
+from ..llm.build import NO_LLM_HELP, build_llm
 from ..tools.base import Tool
 from ..tools.registry import ToolRegistry
 from .app import App
@@ -26,13 +27,7 @@ log = logging.getLogger("chatgpt_tool_hub.apps")
 
 APP_TYPES = ("victorinox",)
 
-NO_LLM_HELP = """No LLM is configured. Do one of these:
-  1. use OpenAI: set LLM_API_KEY (or OPENAI_API_KEY), or pass llm_api_key=... to create_app;
-  2. use a local OpenAI-compatible server (Ollama, vLLM, llama.cpp...): set LLM_API_BASE_URL,
-     e.g. LLM_API_BASE_URL=http://localhost:11434/v1 MODEL_NAME=llama3.1 (no key needed);
-  3. run a transformers model in-process: MODEL_NAME=local:<hub id or path>
-     (needs pip install "chatgpt-tool-hub[experts]").
-The same keys work in a .env file or in config.json's "kwargs"."""
+
 
 
 class AppFactory:
@@ -107,34 +102,6 @@ class AppFactory:
             tool = item if isinstance(item, Tool) else registry.build(item, **config.values)
             tools.setdefault(tool.name, tool)
         return list(tools.values())
-
-
-def build_llm(values: dict[str, Any]) -> LLM:
-    """The LLM the configuration asks for, or a ``ConfigError`` that says how to configure one."""
-    model = str(values.get("model_name") or "")
-    if model.startswith("local:"):
-        from ..llm.local import LocalLLM
-
-        return LocalLLM(model[len("local:"):], device=values.get("local_device") or None,
-                        temperature=values.get("temperature") or 0.0)
-    base_url = values.get("llm_api_base_url") or DEFAULT_BASE_URL
-    key = values.get("llm_api_key")
-    deployment = values.get("deployment_id")
-    if not key and base_url.rstrip("/") == DEFAULT_BASE_URL and not deployment:
-        raise ConfigError(NO_LLM_HELP, key="llm_api_key")
-    from ..llm.openai_client import OpenAICompatibleLLM
-
-    return OpenAICompatibleLLM(
-        model,
-        api_key=key,
-        base_url=base_url,
-        temperature=values.get("temperature") or 0.0,
-        timeout=values.get("request_timeout") or 120.0,
-        max_retries=values.get("max_retries", 3),
-        proxy=values.get("proxy") or None,
-        deployment_id=deployment or None,
-        azure_api_version=values.get("azure_api_version") or "2024-06-01",
-    )
 
 
 def _prefixes(names: Sequence[str]) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
 from ..errors import OutputParserError, ToolInputError, ModelFeedbackError
 from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
 from ..llm.base import LLM, LLMResponse, Message, StreamChunk, Usage, collect_stream
-from ..tools.base import Tool
+from ..tools.base import Tool, ToolContext
 from .budget import Budget
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts
@@ -53,9 +53,11 @@ class Engine:
 
     # ---- the loop ------------------------------------------------------------
 
-    def iter_run(self, query: str, history: Sequence[Message] = (), *, stream: bool = False) -> RunGen:
+    def iter_run(self, query: str, history: Sequence[Message] = (), *, stream: bool = False,
+                 session_id: str = "default") -> RunGen:
         language = detect_language(query, self.settings.prompt_language)
-        state = RunState(query=query, messages=self._initial_messages(query, history, language), language=language)
+        state = RunState(query=query, messages=self._initial_messages(query, history, language), language=language,
+                         session_id=session_id)
         while True:
             reply = yield from self._call_llm(state, stream)
             try:
@@ -124,6 +126,7 @@ class Engine:
         yield ActionEvent(action.tool, action.tool_input, depth)
         started = time.perf_counter()
         observation, status, tool_name = self._dispatch(state, action)
+        yield from state.drain_nested()
         observation = truncate_observation(observation, self.settings.observation_max_chars)
         step = ToolStep(tool_name, action.tool_input, observation, action.thought, action.log or "",
                         status, time.perf_counter() - started)
@@ -143,8 +146,10 @@ class Engine:
             self.budget.charge_tool()
         if tool.dangerous and self.approve is not None and not self._approved(tool, action.tool_input):
             return prompts.render("denied", tool=tool.name), "denied", tool.name
+        context = ToolContext(session_id=state.session_id, depth=self.settings.depth, budget=self.budget,
+                              llm=self.llm, emit=state.emit, approve=self.approve)
         try:
-            return tool.run(action.tool_input), "ok", tool.name
+            return tool.run(action.tool_input, context), "ok", tool.name
         except ModelFeedbackError as exc:  # bad input or a failure the tool explained
             return f"Error: {exc}", "error", tool.name
         except Exception as exc:  # a tool bug must not end the run

@@ -77,6 +77,15 @@ class RunState:
     query: str
     messages: list[Message]
     language: str
+    session_id: str = "default"
+    nested_events: list = field(default_factory=list)  # events of engines nested in tools, yielded after the tool
+
+    def emit(self, event: Any) -> None:
+        self.nested_events.append(event)
+
+    def drain_nested(self) -> list:
+        events, self.nested_events = self.nested_events, []
+        return events
     steps: list[ToolStep] = field(default_factory=list)
     parse_failures: list[ParseFailureStep] = field(default_factory=list)
     usage: RunUsage = field(default_factory=RunUsage)

@@ -11,13 +11,33 @@ import ast
 import inspect
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import ToolInputError
 
-__all__ = ["Tool", "FunctionTool", "tool", "schema_from_function", "render_output"]
+__all__ = ["Tool", "ToolContext", "FunctionTool", "tool", "schema_from_function", "render_output"]
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running engine hands a tool: the session, the shared budget, the LLM.
+
+    Tools that set ``needs_context = True`` receive it as ``_run(..., context=ctx)``.
+    In pure mode (``tool.run(text)`` alone) the context is the default one.
+    """
+
+    session_id: str = "default"
+    depth: int = 0                                 # nesting depth of the engine that called the tool
+    budget: Any = None                             # engine.budget.Budget shared by a run tree, or None
+    llm: Any = None                                # the calling engine's LLM, or None
+    emit: Callable[[Any], None] | None = None      # forwards events of nested engines
+    approve: Callable[[str, Any], bool] | None = None
+
+
+DEFAULT_CONTEXT = ToolContext()
 
 
 class Tool:
@@ -32,20 +52,25 @@ class Tool:
     description: str = ""
     parameters: dict | None = None
     dangerous: bool = False  # asks for approval before each call where an approver is set
+    needs_context: bool = False  # True: ``_run`` also receives ``context=ToolContext``
 
     # ---- what callers use -----------------------------------------------------
 
-    def run(self, tool_input: str | Mapping[str, Any] = "") -> str:
+    def run(self, tool_input: str | Mapping[str, Any] = "", context: ToolContext | None = None) -> str:
         """Run the tool on text or a JSON object and return the observation text."""
+        extra = {"context": context or DEFAULT_CONTEXT} if self.needs_context else {}
         if self.parameters is None:
-            result = self._run(_as_text(tool_input))
+            result = self._run(_as_text(tool_input), **extra)
         else:
             arguments = self.parse_arguments(tool_input)
-            result = self._run(**arguments)
+            result = self._run(**arguments, **extra)
         return render_output(result)
 
     def close(self) -> None:
         """Release resources (worker processes, models). Safe to call twice."""
+
+    def reset(self, session_id: str | None = None) -> None:
+        """Forget per-session state (one session, or all when ``None``)."""
 
     @property
     def single_parameter(self) -> str | None:
@@ -110,6 +135,7 @@ class FunctionTool(Tool):
                  dangerous: bool = False):
         self.func = func
         self.name = name or func.__name__.replace("_", "-")
+        self.needs_context = "context" in inspect.signature(func).parameters
         schema, doc = schema_from_function(func)
         self.parameters = schema
         self.description = (description or doc or self.name).strip()
@@ -149,7 +175,7 @@ def schema_from_function(func: Callable[..., Any]) -> tuple[dict, str]:
     except Exception:  # unresolvable forward references: fall back to raw annotations
         hints = getattr(func, "__annotations__", {})
     for pname, param in inspect.signature(func).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname == "context":
             continue
         prop: dict[str, Any] = {}
         jtype = _JSON_TYPES.get(_origin(hints.get(pname, str)))

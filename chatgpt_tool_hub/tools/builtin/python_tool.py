@@ -82,13 +82,13 @@ class PythonTool(Tool):
             workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
         )
 
-    def run(self, tool_input: str | Mapping[str, Any] = "") -> str:
+    def run(self, tool_input: str | Mapping[str, Any] = "", context: Any = None) -> str:
         # {"code": ..., "anything": ...} from native tool calls: take the code
         if isinstance(tool_input, Mapping) and len(tool_input) > 1:
             code = tool_input.get("code", tool_input.get("input"))
             if isinstance(code, str):
                 tool_input = code
-        return super().run(tool_input)
+        return super().run(tool_input, context)
 
     def _run(self, text: str) -> str:
         code = extract_code(text)
