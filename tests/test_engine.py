@@ -226,14 +226,15 @@ def test_action_event_has_dict_input_for_json():
     assert next(e for e in events if isinstance(e, ObservationEvent)).observation == "echo: hi"
 
 
-def test_budget_shared_by_engines_stops_the_run():
-    from chatgpt_tool_hub.engine.budget import Budget, BudgetExceeded
+def test_budget_shared_by_engines_stops_the_run_with_a_clear_answer():
+    from chatgpt_tool_hub.engine.budget import Budget
 
     budget = Budget(max_llm_calls=1)
     llm = ScriptedLLM([act("echo", "x"), answer("never")])
-    with pytest.raises(BudgetExceeded):
-        Engine(llm, [echo], budget=budget).run("q")
-    assert budget.llm_calls == 1
+    result = Engine(llm, [echo], budget=budget).run("q")
+    assert result.stopped_by == "budget"
+    assert "budget of 1 LLM calls is used up" in result.output and "echo: x" in result.output
+    assert budget.llm_calls == 1 and llm.calls == 1
 
 
 def test_tools_that_ask_for_it_get_the_run_context():

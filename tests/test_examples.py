@@ -77,9 +77,10 @@ def test_quickstart_runs_offline_and_says_so(tmp_path):
 
 def test_custom_tool_prints_steps_and_usage(tmp_path):
     out = ok(run_python(EXAMPLES / "custom_tool.py", tmp_path))
-    assert "step 1: convert-temperature" in out and "step 2: python" in out
+    assert "step 1: convert-temperature" in out and "step 3: python" in out
     assert "-> 37.0" in out            # 98.6 °F in °C, from the @tool function
-    assert "status=error" in out       # a bad input came back as an observation
+    assert "status=error" in out and "expects a JSON object" in out   # a bad input came back as an observation
+    assert "0.4 °C above" in out       # computed by the real python tool
     assert "LLM calls: 4" in out and "tokens" in out
     assert "answer: " in out and "stopped by: answer" in out
 
@@ -164,12 +165,28 @@ def test_doc_block_runs(name, line, code, tmp_path):
                                   f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
 
 
+def test_configuration_doc_lists_every_setting():
+    from chatgpt_tool_hub.config import SETTINGS
+
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    rows: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("| `"):  # the first row naming a key is its row in the settings table
+            rows.setdefault(line.split("|")[1].strip().strip("`"), line)
+    for key, setting in SETTINGS.items():
+        assert key in rows, f"docs/configuration.md does not list the setting {key!r}"
+        for env in setting.env_names:
+            assert f"`{env}`" in rows[key], f"docs/configuration.md: {key!r} row lacks {env}"
+
+
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
+_CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)
 
 
 def test_relative_links_in_docs_point_to_files():
     for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
-        for target in _LINK.findall(path.read_text(encoding="utf-8")):
+        prose = _CODE.sub("", path.read_text(encoding="utf-8"))
+        for target in _LINK.findall(prose):
             if target.startswith(("http://", "https://", "#", "mailto:")):
                 continue
             file_part = target.split("#", 1)[0]

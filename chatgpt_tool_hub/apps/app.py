@@ -36,7 +36,8 @@ class App:
     def __init__(self, llm: LLM, tools: Sequence[Tool] = (), *, settings: EngineSettings | None = None,
                  memory_max_tokens: int = 2000, approve: Callable[[str, Any], bool] | None = None,
                  callbacks: Sequence[Callback] = (), llm_builder: Callable[[str], LLM] | None = None,
-                 config: dict[str, Any] | None = None):
+                 config: dict[str, Any] | None = None, registry: Any = None,
+                 tool_config: dict[str, Any] | None = None, budget_limits: tuple[int | None, int | None] = (None, None)):
         self.llm = llm
         self._tools: dict[str, Tool] = {t.name: t for t in tools}
         self.settings = settings or EngineSettings()
@@ -45,6 +46,9 @@ class App:
         self.callbacks = list(callbacks)
         self.config = dict(config or {})
         self._llm_builder = llm_builder
+        self._registry = registry
+        self._tool_config = dict(tool_config or {})  # full values (with keys) for building tools; never shown
+        self.budget_limits = budget_limits  # (max LLM calls, max tool calls) per question, tree-wide
         self._sessions: dict[str, ConversationMemory] = {}
         self._lock = threading.RLock()
 
@@ -64,10 +68,38 @@ class App:
             self._tools[tool.name] = tool
 
     def unregister(self, name: str) -> None:
+        """Remove a tool or subtree; the next question no longer sees it."""
         with self._lock:
             tool = self._tools.pop(name, None)
-        if tool is not None:
-            tool.close()
+        if tool is None:
+            raise UserError(f"no tool named {name!r} in this app; it has: {', '.join(self.tool_names) or '(none)'}")
+        tool.close()
+
+    def register_subtree(self, name: str, tools: Sequence[str | Tool], description: str = "", *,
+                         llm: LLM | None = None, think_depth: int | None = None) -> Tool:
+        """Add a tool-in-tool subtree: a sub-agent with its own tools (names or ``Tool`` objects).
+
+        ``llm=None`` uses the LLM configured with ``<name>_`` prefixed keys
+        (e.g. ``browser_model_name``) when there are any, else the parent's.
+        """
+        from ..tools.subtree import SubtreeTool, subtree_llm_from_config
+
+        if not tools:
+            raise UserError(f"subtree {name!r} needs at least one tool")
+        built = [t if isinstance(t, Tool) else self._build_tool(t) for t in tools]
+        prefix = name.replace("-", "_")
+        depth = think_depth if think_depth is not None else self._tool_config.get(f"{prefix}_think_depth",
+                                                                                  self.settings.think_depth)
+        subtree = SubtreeTool(name, description, built, llm=llm or subtree_llm_from_config(name, self._tool_config),
+                              think_depth=int(depth), settings=self.settings,
+                              max_nesting_depth=int(self._tool_config.get("max_nesting_depth", 3)))
+        self.add_tool(subtree)
+        return subtree
+
+    def _build_tool(self, name: str) -> Tool:
+        if self._registry is None:
+            raise UserError(f"this app has no tool registry: pass Tool objects, not {name!r}")
+        return self._registry.build(name, **self._tool_config)
 
     # ---- settings the terminal changes -------------------------------------------
 
@@ -155,7 +187,8 @@ class App:
 
             history = trim_to_budget(normalize_history(chat_history, query), self.memory_max_tokens)
         with self._lock:
-            engine = Engine(self.llm, self._tools.values(), self.settings, approve=self.approve, budget=Budget())
+            budget = Budget(max_llm_calls=self.budget_limits[0], max_tool_calls=self.budget_limits[1])
+            engine = Engine(self.llm, self._tools.values(), self.settings, approve=self.approve, budget=budget)
         result = yield from engine.iter_run(query, history, stream=stream, session_id=session_id)
         if own_memory:
             self._memory(session_id).add_turn(query, result.output)

@@ -79,7 +79,8 @@ class AppFactory:
 
         app = App(llm, tools, settings=settings, memory_max_tokens=config["memory_max_tokens"],
                   approve=approve, callbacks=callbacks, llm_builder=llm_builder,
-                  config={k: v for k, v in values.items() if not is_secret_key(k)})
+                  config={k: v for k, v in values.items() if not is_secret_key(k)}, registry=registry,
+                  tool_config=values, budget_limits=(config["max_llm_calls"], config["max_tool_calls"]))
         log.debug("created %r with model %s", app, getattr(llm, "model_name", type(llm).__name__))
         return app
 
@@ -101,7 +102,50 @@ class AppFactory:
         for item in requested:
             tool = item if isinstance(item, Tool) else registry.build(item, **config.values)
             tools.setdefault(tool.name, tool)
+        for tool in _remote_tools(config):
+            tools.setdefault(tool.name, tool)
         return list(tools.values())
+
+
+def _remote_tools(config: ResolvedConfig) -> list[Tool]:
+    """Tools from ``openapi_plugins`` and ``mcp_servers`` entries (a source string or a dict of options)."""
+    tools: list[Tool] = []
+    openapi = _entries(config, "openapi_plugins")
+    if openapi:
+        from ..tools.plugins.openapi import load_openapi_tools
+
+        for entry in openapi:
+            if isinstance(entry, dict):
+                options = {"proxy": config.get("proxy"), **entry}
+                tools.extend(load_openapi_tools(**options))
+            else:
+                tools.extend(load_openapi_tools(entry, proxy=config.get("proxy")))
+    servers = _entries(config, "mcp_servers")
+    if servers:
+        from ..tools.plugins.mcp_tools import load_mcp_tools
+
+        for entry in servers:
+            if isinstance(entry, dict) and "server" in entry:
+                tools.extend(load_mcp_tools(**entry))
+            else:
+                tools.extend(load_mcp_tools(entry))
+    return tools
+
+
+def _entries(config: ResolvedConfig, key: str) -> list:
+    value = config.get(key)
+    if value in (None, "", []):
+        return []
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)  # from the environment: a JSON list
+        except ValueError:
+            value = [value]
+    if not isinstance(value, list):
+        value = [value]
+    return value
 
 
 def _prefixes(names: Sequence[str]) -> list[str]:

@@ -17,7 +17,7 @@ from ..errors import OutputParserError, ToolInputError, ModelFeedbackError
 from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
 from ..llm.base import LLM, LLMResponse, Message, StreamChunk, Usage, collect_stream
 from ..tools.base import Tool, ToolContext
-from .budget import Budget
+from .budget import Budget, BudgetExceeded
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts
 from .steps import ParseFailureStep, RunResult, RunState, ToolStep
@@ -58,6 +58,12 @@ class Engine:
         language = detect_language(query, self.settings.prompt_language)
         state = RunState(query=query, messages=self._initial_messages(query, history, language), language=language,
                          session_id=session_id)
+        try:
+            return (yield from self._loop(state, stream))
+        except BudgetExceeded as exc:
+            return (yield from self._out_of_budget(state, exc))
+
+    def _loop(self, state: RunState, stream: bool) -> RunGen:
         while True:
             reply = yield from self._call_llm(state, stream)
             try:
@@ -180,6 +186,11 @@ class Engine:
         output = (prompts.render("depth_fallback", think_depth=depth, observation=last) if last
                   else prompts.render("depth_fallback_empty", think_depth=depth))
         return (yield from self._answer(state, output, "think_depth"))
+
+    def _out_of_budget(self, state: RunState, exc: BudgetExceeded) -> RunGen:
+        last = state.steps[-1].observation if state.steps else ""
+        output = self._prompts(state).render("budget_fallback", reason=str(exc), observation=last or "-")
+        return (yield from self._answer(state, output, "budget"))
 
     def _answer(self, state: RunState, output: str, stopped_by: str) -> RunGen:
         yield AnswerEvent(output, stopped_by, self.settings.depth)

@@ -1,0 +1,122 @@
+"""Tool-in-tool: a tool that runs its own ReAct engine over its own tools.
+
+The parent sees one tool. The subtree's LLM calls and tool calls are charged
+to the budget the parent's run shares with its whole tree, its nesting depth
+is bounded, and its inner events are forwarded to the parent's stream. A
+subtree that fails or runs out of budget gives the parent a typed error
+observation, never an empty string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+from ..config import SETTINGS, get_typed
+from ..engine.loop import Engine, EngineSettings
+from ..errors import ConfigError, LLMError, ToolExecutionError
+from ..llm.base import LLM
+from .base import Tool, ToolContext
+
+__all__ = ["SubtreeTool", "SubtreeError", "subtree_llm_from_config", "BrowserTool", "DEFAULT_MAX_NESTING_DEPTH"]
+
+DEFAULT_MAX_NESTING_DEPTH = 3
+# keys a subtree may override with its own prefix, e.g. browser_model_name
+_LLM_KEYS = ("llm_api_key", "llm_api_base_url", "model_name", "deployment_id", "temperature", "request_timeout")
+
+
+class SubtreeError(ToolExecutionError):
+    """A subtree could not produce an answer; the message says why."""
+
+
+class SubtreeTool(Tool):
+    """Runs a nested engine. ``llm=None`` means: use the calling engine's LLM."""
+
+    needs_context = True
+
+    def __init__(self, name: str, description: str, tools: Sequence[Tool], *, llm: LLM | None = None,
+                 think_depth: int = 3, max_nesting_depth: int = DEFAULT_MAX_NESTING_DEPTH,
+                 settings: EngineSettings | None = None):
+        if not name or not isinstance(name, str):
+            raise ConfigError("a subtree needs a name", key="name")
+        self.name = name
+        self.description = description or f"A sub-agent with the tools: {', '.join(t.name for t in tools)}."
+        self.tools = list(tools)
+        self.llm = llm
+        self.max_nesting_depth = max_nesting_depth
+        self.settings = replace(settings or EngineSettings(), think_depth=think_depth)
+
+    def _run(self, text: str, context: ToolContext) -> str:
+        depth = context.depth + 1
+        if depth > self.max_nesting_depth:
+            raise SubtreeError(f"subtree '{self.name}' was not run: the nesting depth limit "
+                               f"(max_nesting_depth={self.max_nesting_depth}) is reached")
+        llm = self.llm or context.llm
+        if llm is None:
+            raise SubtreeError(f"subtree '{self.name}' has no LLM: give it one, or run it inside an app")
+        engine = Engine(llm, self.tools, replace(self.settings, depth=depth), approve=context.approve,
+                        budget=context.budget)
+        try:
+            result = _drive(engine.iter_run(text, session_id=context.session_id), context.emit)
+        except LLMError as exc:
+            raise SubtreeError(f"subtree '{self.name}' failed: its LLM call failed: {exc}") from None
+        if result.stopped_by == "budget":
+            raise SubtreeError(f"subtree '{self.name}' ran out of budget: {result.output}")
+        output = result.output.strip()
+        if not output:
+            raise SubtreeError(f"subtree '{self.name}' returned an empty answer")
+        if result.stopped_by != "answer":
+            return f"[subtree '{self.name}' stopped by {result.stopped_by.replace('_', ' ')}] {output}"
+        return output
+
+    def reset(self, session_id: str | None = None) -> None:
+        for tool in self.tools:
+            tool.reset(session_id)
+
+    def close(self) -> None:
+        for tool in self.tools:
+            tool.close()
+
+
+def _drive(gen, emit: Callable[[Any], None] | None):
+    while True:
+        try:
+            event = next(gen)
+        except StopIteration as stop:
+            return stop.value
+        if emit is not None:
+            emit(event)
+
+
+def subtree_llm_from_config(name: str, kwargs: Mapping[str, Any]) -> LLM | None:
+    """An LLM of the subtree's own when any ``<name>_<llm key>`` is set, else ``None`` (share the parent's)."""
+    prefix = name.replace("-", "_") + "_"
+    own = {k: kwargs.get(prefix + k) for k in _LLM_KEYS}
+    own = {k: v for k, v in own.items() if v is not None and not (isinstance(v, str) and not v.strip())}
+    if not own:
+        return None
+    from ..llm.build import build_llm
+
+    base = {k: v for k, v in kwargs.items() if k in SETTINGS}
+    return build_llm({**base, **own})
+
+
+class BrowserTool(SubtreeTool):
+    """Built-in subtree ``browser``: a sub-agent with url-get and summary."""
+
+    TOOLS = ("url-get", "summary")
+
+    @classmethod
+    def from_config(cls, **kwargs: Any) -> "BrowserTool":
+        from .tool_register import main_tool_register
+
+        tools = [main_tool_register.build(name, **kwargs) for name in cls.TOOLS]
+        return cls(
+            "browser",
+            "Browse the web for a task, e.g. 'find the release date on https://example.org/news'. "
+            "Input: the task in plain words, with any URLs. Output: what it found.",
+            tools,
+            llm=subtree_llm_from_config("browser", kwargs),
+            think_depth=get_typed(kwargs, "browser_think_depth", 3),
+            max_nesting_depth=get_typed(kwargs, "max_nesting_depth", DEFAULT_MAX_NESTING_DEPTH),
+        )
