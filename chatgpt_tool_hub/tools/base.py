@@ -18,6 +18,7 @@ from ..errors import ToolInputError
 
 __all__ = ["Tool", "ToolContext", "FunctionTool", "tool", "schema_from_function", "render_output"]
 
+_RESOURCE_KINDS = ("text", "image", "audio", "video")
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
 
@@ -53,6 +54,7 @@ class Tool:
     parameters: dict | None = None
     dangerous: bool = False  # asks for approval before each call where an approver is set
     needs_context: bool = False  # True: ``_run`` also receives ``context=ToolContext``
+    output_kind: str = "text"  # what the observation names: "text", "image", "audio" or "video" (a file path)
 
     # ---- what callers use -----------------------------------------------------
 
@@ -104,6 +106,12 @@ class Tool:
                 )
         _validate(self.name, arguments, schema)
         return arguments
+
+    def input_kinds(self) -> dict[str, str]:
+        """Each parameter's resource kind: its name when that is image/audio/video, else "text"."""
+        if self.parameters is None:
+            return {"text": "text"}
+        return {p: (p if p in _RESOURCE_KINDS else "text") for p in (self.parameters.get("properties") or {})}
 
     def example_input(self) -> str:
         props = (self.parameters or {}).get("properties") or {}
