@@ -218,11 +218,12 @@ def _repl_command(line: str, app, console) -> bool:
 
 
 def cmd_run(args) -> int:
+    from .apps.factory import env_prefixes
     from .apps.settings import load_settings
     from .tools.tool_register import main_tool_register
 
     registry = main_tool_register
-    config = load_settings({}, tool_prefixes=[n.replace("-", "_") + "_" for n in registry.get_registered_tool_names()])
+    config = load_settings({}, tool_prefixes=env_prefixes(registry))
     tool = registry.build(args.tool, **config.values)
     try:
         print(tool.run(" ".join(args.input)))

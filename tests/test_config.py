@@ -139,3 +139,13 @@ def test_build_llm_without_any_llm_setting_says_how_to_configure():
 
     with pytest.raises(ConfigError, match="No LLM is configured"):
         build_llm({"llm_api_key": "", "deployment_id": ""})
+
+
+def test_required_keys_and_shared_prefixes_are_read_from_the_environment(monkeypatch):
+    from chatgpt_tool_hub.apps.factory import env_prefixes
+    from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
+    environ = {"BING_SUBSCRIPTION_KEY": "b", "GOOGLE_CSE_ID": "c", "PLUGIN_TIMEOUT": "3", "HOME": "/root"}
+    cfg = load_settings({}, environ=environ, tool_prefixes=env_prefixes(main_tool_register))
+    assert cfg["bing_subscription_key"] == "b" and cfg["google_cse_id"] == "c" and cfg["plugin_timeout"] == "3"
+    assert "home" not in cfg.values

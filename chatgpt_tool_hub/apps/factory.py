@@ -61,7 +61,7 @@ class AppFactory:
                               key="app_type")
         registry = self.registry.copy()
         merged = {**self._env_kwargs, **kwargs}
-        config = load_settings(merged, tool_prefixes=_prefixes(registry.get_registered_tool_names()))
+        config = load_settings(merged, tool_prefixes=env_prefixes(registry))
         configure_logging(bool(config["debug"]), _secret_values(config.values))
         tools = self._build_tools(registry, tools_list, config)
         if llm is None:
@@ -148,8 +148,16 @@ def _entries(config: ResolvedConfig, key: str) -> list:
     return value
 
 
-def _prefixes(names: Sequence[str]) -> list[str]:
-    return [name.replace("-", "_").lower() + "_" for name in names]
+# families of settings that are not named after one tool
+_SHARED_PREFIXES = ("plugin_", "expert_", "planner_", "hf_", "bing_", "google_", "meteo_", "searxng_", "wolfram_",
+                    "openapi_", "mcp_")
+
+
+def env_prefixes(registry: ToolRegistry) -> list[str]:
+    """Environment names (lower-cased prefixes or whole keys) that belong to this app's settings."""
+    names = [name.replace("-", "_").lower() + "_" for name in registry.get_registered_tool_names()]
+    keys = [key.lower() for entry in registry.entries() for key in entry.required_keys]
+    return [*names, *_SHARED_PREFIXES, *keys]
 
 
 def _secret_values(values: dict[str, Any]) -> list[str]:

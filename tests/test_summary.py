@@ -1,0 +1,246 @@
+"""The summary tool: token-aware map-reduce, workspace files, URLs through url-get, and its LLM."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from chatgpt_tool_hub.engine.budget import Budget
+from chatgpt_tool_hub.errors import LLMConnectionError, ToolExecutionError, ToolInputError
+from chatgpt_tool_hub.llm.tokens import count_tokens
+from chatgpt_tool_hub.testing import ScriptedLLM
+from chatgpt_tool_hub.tools.base import Tool, ToolContext
+from chatgpt_tool_hub.tools.plugins.summary import COMBINE_PROMPT, MAP_PROMPT, SINGLE_PROMPT, SummaryTool, split_text
+from chatgpt_tool_hub.tools.tool_register import main_tool_register
+from helpers import act, answer
+from service_fixtures import chatbot_kwargs
+
+LONG_TEXT = "\n\n".join(
+    f"Paragraph {i}. " + " ".join(f"Sentence {i}.{j} talks about topic {i} in some detail." for j in range(6))
+    for i in range(12)
+)
+
+
+def make(tmp_path, **overrides) -> SummaryTool:
+    return SummaryTool.from_config(**chatbot_kwargs(workspace_dir=str(tmp_path / "ws"), **overrides))
+
+
+def user_prompt(messages: list[dict]) -> str:
+    return [m for m in messages if m["role"] == "user"][-1]["content"]
+
+
+def part_summary(messages: list[dict]) -> str:
+    """A map reply that names its part: 'summary of part K'."""
+    k = re.search(r"PART (\d+) OF \d+:", user_prompt(messages)).group(1)
+    return f"summary of part {k}"
+
+
+def test_single_chunk_is_one_call(tmp_path):
+    llm = ScriptedLLM(["A short summary."])
+    out = make(tmp_path).run("Some text that easily fits.\nSecond line {with braces} and %s.",
+                             context=ToolContext(llm=llm))
+    assert out == "A short summary."
+    assert llm.calls == 1
+    system, user = llm.requests[0]
+    assert system["role"] == "system" and "summar" in system["content"]
+    assert user["content"].startswith(SINGLE_PROMPT)
+    assert "Second line {with braces} and %s." in user["content"]  # user text is never formatted
+
+
+@pytest.mark.parametrize("parallel", [1, 4])
+def test_multi_chunk_map_reduce_takes_n_plus_one_calls(tmp_path, parallel):
+    tool = make(tmp_path, summary_max_segment_length=120, summary_parallel=parallel)
+    chunks = split_text(LONG_TEXT, 120)
+    n = len(chunks)
+    assert n >= 4
+    llm = ScriptedLLM([part_summary] * n + [lambda messages: "THE FINAL SUMMARY"])
+    out = tool.run(LONG_TEXT, context=ToolContext(llm=llm))
+    assert out == "THE FINAL SUMMARY"
+    assert llm.calls == n + 1
+    map_prompts = sorted((user_prompt(r) for r in llm.requests[:n]), key=lambda p: int(re.search(r"PART (\d+)", p)[1]))
+    for i, (prompt, chunk) in enumerate(zip(map_prompts, chunks), 1):
+        assert prompt.startswith(MAP_PROMPT + f"PART {i} OF {n}:\n" + chunk)
+    combine = user_prompt(llm.requests[-1])
+    assert combine.startswith(COMBINE_PROMPT)
+    positions = [combine.index(f"PART {i}:\nsummary of part {i}") for i in range(1, n + 1)]
+    assert positions == sorted(positions)  # the partial summaries are combined in document order
+
+
+def test_split_text_is_lossless_and_token_bounded():
+    for limit in (40, 120, 500):
+        chunks = split_text(LONG_TEXT, limit)
+        assert "".join(chunks) == LONG_TEXT
+        assert all(count_tokens(c) <= limit + 2 for c in chunks)
+    blob = "x" * 5000 + " 中文" * 300  # no boundaries at all: hard cuts
+    chunks = split_text(blob, 100)
+    assert "".join(chunks) == blob and all(count_tokens(c) <= 102 for c in chunks)
+    assert split_text("", 10) == []
+
+
+def test_partial_summaries_too_long_for_one_prompt_are_reduced_in_rounds(tmp_path):
+    tool = make(tmp_path, summary_max_segment_length=120, summary_parallel=1)
+    n = len(split_text(LONG_TEXT, 120))
+    wordy = "A long partial summary that keeps many details of the part it summarises. " * 4
+
+    def reply(messages):
+        return wordy if user_prompt(messages).startswith(MAP_PROMPT) else "combined"
+
+    llm = ScriptedLLM([reply] * (3 * n))
+    assert tool.run(LONG_TEXT, context=ToolContext(llm=llm)) == "combined"
+    combines = [user_prompt(r) for r in llm.requests[n:]]
+    assert len(combines) > 1 and all(p.startswith(COMBINE_PROMPT) for p in combines)  # an extra round
+    assert len(combines) - 1 <= n // 2  # groups of at least two partial summaries
+    assert all(p.count(wordy.strip()) >= 2 for p in combines[:-1])
+    assert "PART 1:\ncombined" in combines[-1] and wordy.strip() not in combines[-1]
+
+
+def test_max_segments_caps_the_calls_and_says_so(tmp_path):
+    tool = make(tmp_path, summary_max_segment_length=120, summary_max_segments=2)
+    llm = ScriptedLLM(["s1", "s2", "final"])
+    out = tool.run(LONG_TEXT, context=ToolContext(llm=llm))
+    assert out.startswith("final\n\n(the text was longer than 2 segments of 120 tokens; only the first 2")
+    assert llm.calls == 3
+
+
+def test_file_input_inside_the_workspace(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (ws / "docs" / "notes.txt").write_text("Meeting notes: we ship on Friday.", encoding="utf-8")
+    llm = ScriptedLLM(["Shipping Friday.", "Again."])
+    out = make(tmp_path).run("docs/notes.txt", context=ToolContext(llm=llm))
+    assert out == "Summary of docs/notes.txt:\nShipping Friday."
+    assert "Meeting notes: we ship on Friday." in user_prompt(llm.requests[0])
+    out = make(tmp_path).run(str(ws / "docs" / "notes.txt"), context=ToolContext(llm=llm))  # absolute, inside
+    assert out.startswith("Summary of docs/notes.txt:")
+
+
+def test_missing_and_binary_files(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "blob.bin").write_bytes(b"\x00\x01\x02binary")
+    llm = ScriptedLLM([])
+    with pytest.raises(ToolInputError, match="no file 'report.md' in the workspace"):
+        make(tmp_path).run("report.md", context=ToolContext(llm=llm))
+    with pytest.raises(ToolInputError, match="not a text file"):
+        make(tmp_path).run("blob.bin", context=ToolContext(llm=llm))
+    assert llm.calls == 0
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "docs/../../secret.txt", "{tmp}/secret.txt", "/etc/passwd",
+                                  "link/secret.txt", "~/secret.txt"])
+def test_paths_outside_the_workspace_are_refused(tmp_path, monkeypatch, path):
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("TOP SECRET", encoding="utf-8")
+    os.symlink(tmp_path, ws / "link")  # a link inside the workspace that points outside
+    monkeypatch.setenv("HOME", str(tmp_path))
+    llm = ScriptedLLM([])
+    with pytest.raises(ToolInputError, match="refused: .* is outside the workspace"):
+        make(tmp_path).run(path.replace("{tmp}", str(tmp_path)), context=ToolContext(llm=llm))
+    assert llm.calls == 0
+
+
+def test_url_input_goes_through_url_get(tmp_path, monkeypatch):
+    built = []
+
+    class FakeUrlGet(Tool):
+        name = "url-get"
+
+        def _run(self, text):
+            return f"Page text of {text}: cats are great."
+
+    def fake_build(name, **kwargs):
+        built.append((name, kwargs))
+        return FakeUrlGet()
+
+    monkeypatch.setattr(main_tool_register, "build", fake_build)
+    llm = ScriptedLLM(["Cats are great."])
+    out = make(tmp_path, proxy="http://proxy:3128").run("https://example.com/cats", context=ToolContext(llm=llm))
+    assert out == "Summary of https://example.com/cats:\nCats are great."
+    assert "Page text of https://example.com/cats: cats are great." in user_prompt(llm.requests[0])
+    (name, kwargs), = built
+    assert name == "url-get" and kwargs["proxy"] == "http://proxy:3128"
+    assert kwargs["url_get_use_summary"] is False  # url-get must not call summary back
+
+
+def test_url_get_failures_become_observations(tmp_path, monkeypatch):
+    class Failing(Tool):
+        name = "url-get"
+
+        def _run(self, text):
+            raise ToolExecutionError("could not reach example.com: connection refused")
+
+    monkeypatch.setattr(main_tool_register, "build", lambda name, **kw: Failing())
+    with pytest.raises(ToolExecutionError, match="could not reach example.com"):
+        make(tmp_path).run("https://example.com", context=ToolContext(llm=ScriptedLLM([])))
+
+    def unavailable(name, **kw):
+        raise ModuleNotFoundError("No module named 'chatgpt_tool_hub.tools.builtin.url_get'")
+
+    monkeypatch.setattr(main_tool_register, "build", unavailable)
+    with pytest.raises(ToolExecutionError, match="the url-get tool is unavailable"):
+        make(tmp_path).run("https://example.com", context=ToolContext(llm=ScriptedLLM([])))
+
+
+def test_no_llm_gives_a_clear_observation(tmp_path):
+    tool = make(tmp_path)  # the chatbot's kwargs: llm_api_key is empty
+    with pytest.raises(ToolExecutionError) as info:
+        tool.run("Some text to summarise.")
+    message = str(info.value)
+    assert "needs an LLM" in message and "LLM_API_KEY" in message and "LLM_API_BASE_URL" in message
+    with pytest.raises(ToolInputError, match="needs text"):
+        tool.run("   ", context=ToolContext(llm=ScriptedLLM([])))
+
+
+def test_pure_mode_builds_its_llm_from_the_factory_kwargs(tmp_path, chat_server):
+    chat_server.replies = ["Summary from the server."]
+    tool = main_tool_register.build("summary", **chatbot_kwargs(
+        llm_api_key="sk-summary-test", llm_api_base_url=chat_server.url, workspace_dir=str(tmp_path)))
+    assert tool.run("Text for the server to summarise.") == "Summary from the server."
+    body = chat_server.requests[0]["json"]
+    assert body["model"] == "gpt-3.5-turbo"
+    assert "Text for the server to summarise." in body["messages"][-1]["content"]
+    assert "sk-summary-test" not in repr(tool)
+
+
+def test_llm_failure_and_budget_become_observations(tmp_path):
+    class Down:
+        model_name = "down"
+
+        def complete(self, messages, stop=None):
+            raise LLMConnectionError("could not reach the LLM endpoint")
+
+    with pytest.raises(ToolExecutionError, match="the LLM failed while summarising: could not reach"):
+        make(tmp_path).run("text", context=ToolContext(llm=Down()))
+    tool = make(tmp_path, summary_max_segment_length=120, summary_parallel=1)
+    llm = ScriptedLLM(["s"] * 20)
+    with pytest.raises(ToolExecutionError, match="stopped summarising: the budget of 2 LLM calls"):
+        tool.run(LONG_TEXT, context=ToolContext(llm=llm, budget=Budget(max_llm_calls=2)))
+    assert llm.calls == 2
+
+
+def test_inside_a_run_the_engine_llm_summarises(tmp_path):
+    from chatgpt_tool_hub.apps import AppFactory
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "report.txt").write_text("Quarterly revenue rose 12 percent.", encoding="utf-8")
+    llm = ScriptedLLM([act("summary", "report.txt"), "Revenue up 12%.", answer("Revenue rose 12%.")])
+    app = AppFactory().create_app(tools_list=["summary"], llm=llm, no_default=True, workspace_dir=str(ws))
+    result = app.run("summarise report.txt")
+    assert result.output == "Revenue rose 12%."
+    assert result.steps[0].observation == "Summary of report.txt:\nRevenue up 12%."
+    assert "Quarterly revenue rose 12 percent." in user_prompt(llm.requests[1])
+
+
+def test_runnable_examples_in_the_services_guide(capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "tools" / "services.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:] if b.startswith("# runnable")]
+    assert blocks
+    for code in blocks:
+        exec(compile(code, "docs/tools/services.md", "exec"), {})
+    assert "Cats sleep most of the day." in capsys.readouterr().out
