@@ -115,9 +115,11 @@ def _remote_tools(config: ResolvedConfig) -> list[Tool]:
         from ..tools.plugins.openapi import load_openapi_tools
 
         for entry in openapi:
-            if isinstance(entry, dict):
+            if isinstance(entry, dict) and "source" in entry:
                 options = {"proxy": config.get("proxy"), **entry}
                 tools.extend(load_openapi_tools(**options))
+            elif isinstance(entry, dict):  # an inline OpenAPI document or manifest
+                tools.extend(load_openapi_tools(entry, proxy=config.get("proxy")))
             else:
                 tools.extend(load_openapi_tools(entry, proxy=config.get("proxy")))
     servers = _entries(config, "mcp_servers")
