@@ -1,17 +1,23 @@
-"""The ``python`` tool and the sandbox it runs in (POSIX)."""
+"""The ``python`` tool (persistent per-session workers) and the sandbox it runs in (POSIX)."""
 
 from __future__ import annotations
 
 import os
+import resource
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ConfigError, ToolInputError
-from chatgpt_tool_hub.tools.builtin import _python_factory
-from chatgpt_tool_hub.tools.builtin._sandbox import run_sandboxed, scrubbed_env, truncate_middle
+from chatgpt_tool_hub.testing import ScriptedLLM
+from chatgpt_tool_hub.tools.base import ToolContext
+from chatgpt_tool_hub.tools.tool_register import main_tool_register
+from chatgpt_tool_hub.tools.builtin._sandbox import run_sandboxed, scrubbed_env, strip_control, truncate_middle
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool, extract_code
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the sandbox limits are POSIX only")
@@ -23,8 +29,28 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def py(workspace: Path) -> PythonTool:
-    return PythonTool.from_config(python_timeout=5, python_max_memory_mb=512, workspace_dir=str(workspace))
+def make_py(workspace: Path):
+    """Build python tools on the test's workspace and close them (no worker outlives a test)."""
+    built: list[PythonTool] = []
+
+    def make(**kwargs) -> PythonTool:
+        kwargs.setdefault("workspace_dir", str(workspace))
+        tool = PythonTool.from_config(**kwargs)
+        built.append(tool)
+        return tool
+
+    yield make
+    for tool in built:
+        tool.close()
+
+
+@pytest.fixture
+def py(make_py) -> PythonTool:
+    return make_py(python_timeout=5, python_max_memory_mb=512)
+
+
+def ctx(session_id: str) -> ToolContext:
+    return ToolContext(session_id=session_id)
 
 
 # ---- REPL semantics --------------------------------------------------------------
@@ -83,9 +109,10 @@ def test_input_does_not_wait(py):
     assert "EOFError" in py.run("input('name? ')")
 
 
-def test_unicode_and_ansi_pass_through(py):
+def test_unicode_passes_and_ansi_escapes_are_stripped(py):
     assert py.run("print('é 中文 ✓')") == "é 中文 ✓"
-    assert py.run(r"print('\x1b[31mred\x1b[0m')") == "\x1b[31mred\x1b[0m"
+    assert py.run(r"print('\x1b[31mred\x1b[0m \x1b]0;title\x07plain\x07')") == "red plain"
+    assert py.run(r"print('a\r\nb\x08c')") == "a\nbc"
 
 
 def test_modules_in_the_workspace_are_importable(py, workspace):
@@ -125,31 +152,41 @@ def test_deep_traceback_is_trimmed(py):
     assert out.count('File "<input>"') < 40
 
 
-def test_sys_exit_status(py):
+def test_sys_exit_status_keeps_the_session(py):
     assert py.run("import sys; sys.exit(0)") == "(no output)"
-    assert "exit status 3" in py.run("import sys; sys.exit(3)")
+    assert py.run("kept = 1\nimport sys; sys.exit(3)") == "(exit status 3)"
+    assert py.run("kept") == "1"
 
 
-def test_timeout_stops_the_code_and_the_tool_keeps_working(workspace):
-    py = PythonTool.from_config(python_timeout=1, workspace_dir=str(workspace))
+def test_timeout_kills_the_group_and_the_next_call_starts_fresh(make_py):
+    py = make_py(python_timeout=1)
+    assert py.run("state = 'old'\nstate") == "'old'"
+    code = ("import subprocess, sys\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "print('started', child.pid, flush=True)\n"
+            "while True: pass")
     started = time.monotonic()
-    out = py.run("print('started')\nwhile True: pass")
+    out = py.run(code)
     assert time.monotonic() - started < 5
     assert out.startswith("started")
     assert "Error: the code ran longer than 1 s and was stopped (python_timeout)" in out
+    assert "earlier calls are lost" in out
+    assert _wait_gone(int(out.split()[1]))  # the child the code started is gone too
     assert py.run("print('again')") == "again"
+    assert "NameError" in py.run("state")
 
 
 @pytest.mark.parametrize("bomb", ["x = bytearray(4 * 1024**3)", "'a' * 10**10"])
-def test_memory_bomb_is_a_memory_error(workspace, bomb):
-    py = PythonTool.from_config(python_max_memory_mb=256, workspace_dir=str(workspace))
+def test_memory_bomb_is_a_memory_error_and_the_worker_survives(make_py, bomb):
+    py = make_py(python_max_memory_mb=256)
+    py.run("kept = 41")
     out = py.run(bomb)
-    assert "MemoryError" in out
-    assert py.run("1 + 1") == "2"
+    assert "MemoryError" in out and "Traceback" in out
+    assert py.run("kept + 1") == "42"
 
 
-def test_huge_output_is_truncated_and_parent_survives(workspace):
-    py = PythonTool.from_config(python_max_output_chars=1000, workspace_dir=str(workspace))
+def test_huge_output_is_truncated_and_parent_survives(make_py):
+    py = make_py(python_max_output_chars=1000)
     out = py.run("print('start' + 'x' * 10_000_000 + 'end')")
     assert out.startswith("startxxx") and out.endswith("xxxend")
     assert "\n... [" in out and "characters omitted] ...\n" in out
@@ -158,10 +195,174 @@ def test_huge_output_is_truncated_and_parent_survives(workspace):
     assert omitted == len("start") + 10_000_000 + len("end") + 1 - 1000  # +1: print's newline
 
 
-def test_error_after_huge_output_keeps_the_traceback(workspace):
-    py = PythonTool.from_config(python_max_output_chars=2000, workspace_dir=str(workspace))
+def test_100_mb_print_costs_the_parent_no_memory(make_py):
+    py = make_py(python_max_output_chars=1000, python_timeout=20)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    out = py.run("print('a' * 100_000_000)\n'done'")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert out.startswith("aaa") and out.endswith("'done'") and "characters omitted" in out
+    assert len(out) < 1100
+    assert grown_mb < 50
+
+
+def test_error_after_huge_output_keeps_the_traceback(make_py):
+    py = make_py(python_max_output_chars=2000)
     out = py.run("print('y' * 100_000)\nraise KeyError('tail')")
     assert "characters omitted" in out and "KeyError: 'tail'" in out
+
+
+# ---- persistent sessions ---------------------------------------------------------------
+
+
+def test_variables_persist_within_a_session_not_across(py):
+    assert py.run("x = 21\ndef double(v):\n    return 2 * v", ctx("a")) == "(no output)"
+    assert py.run("double(x)", ctx("a")) == "42"
+    assert "NameError: name 'x' is not defined" in py.run("x", ctx("b"))
+    assert py.run("import math\nmath.floor(2.5)") == "2"  # pure mode: session "default"
+    assert py.run("math.pi > 3") == "True"
+    assert "NameError" in py.run("math", ctx("a"))
+
+
+def test_reset_clears_one_session_or_all(py):
+    for session in ("a", "b", "c"):
+        py.run(f"name = {session!r}", ctx(session))
+    py.reset("a")
+    assert "NameError" in py.run("name", ctx("a"))
+    assert py.run("name", ctx("b")) == "'b'"
+    py.reset()
+    assert "NameError" in py.run("name", ctx("b")) and "NameError" in py.run("name", ctx("c"))
+
+
+def test_writes_to_the_real_stdout_fds_do_not_corrupt_the_protocol(py):
+    code = ("import os, subprocess, struct\n"
+            "os.write(1, b'raw out\\n')\n"
+            "os.write(2, b'raw err\\n')\n"
+            "os.write(1, struct.pack('>I', 12) + b'{\"status\": 1}')\n"
+            "subprocess.run(['echo', 'from a child'])\n"
+            "print('printed')")
+    out = py.run(code)
+    for part in ("raw out", "raw err", "from a child", "printed"):
+        assert part in out
+    assert py.run("1 + 1") == "2"
+
+
+def test_redirected_or_closed_streams_are_restored_for_the_next_call(py):
+    py.run("import os, sys\nsys.stdout = open(os.devnull, 'w')\nos.close(2)")
+    assert py.run("print('visible')\n1/0").startswith("visible\nTraceback")
+
+
+def test_protocol_fds_are_not_inherited_by_the_codes_children(py):
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc")
+    out = py.run("import subprocess\nprint(subprocess.run(['ls', '/proc/self/fd'], capture_output=True, "
+                 "text=True, close_fds=False).stdout.split())")
+    assert set(eval(out)) <= {"0", "1", "2", "3"}  # 3: the fd ls opened to read the folder
+
+
+def test_a_worker_that_exits_is_reported_and_replaced(py):
+    py.run("kept = 1")
+    out = py.run("import os\nos._exit(5)")
+    assert "Error: the Python process exited (status 5)" in out and "earlier calls are lost" in out
+    assert "NameError" in py.run("kept")
+
+
+def test_a_worker_killed_between_calls_is_noticed(py):
+    py.run("kept = 1")
+    os.kill(py.worker_pids()["default"], signal.SIGKILL)
+    time.sleep(0.1)
+    out = py.run("2 + 2")
+    assert out.startswith("(note: the previous Python process had ended") and out.endswith("\n4")
+
+
+def test_concurrent_calls_in_two_sessions_run_in_parallel(py):
+    results: dict[str, str] = {}
+
+    def call(session: str) -> None:
+        results[session] = py.run(f"import time\ntime.sleep(1)\n{session!r}", ctx(session))
+
+    py.run("0", ctx("a")), py.run("0", ctx("b"))  # start both workers first
+    threads = [threading.Thread(target=call, args=(s,)) for s in ("a", "b")]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert time.monotonic() - started < 1.8
+    assert results == {"a": "'a'", "b": "'b'"}
+
+
+def test_calls_in_one_session_are_serialised(py):
+    outs: list[str] = []
+    code = "import time\ncounter = globals().get('counter', 0)\ntime.sleep(0.2)\ncounter += 1\ncounter"
+    threads = [threading.Thread(target=lambda: outs.append(py.run(code))) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outs) == ["1", "2", "3"]
+
+
+def test_reset_during_a_call_ends_it(py):
+    outs: list[str] = []
+    thread = threading.Thread(target=lambda: outs.append(py.run("import time\ntime.sleep(30)")))
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    py.reset("default")
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 5
+    assert "the session was reset" in outs[0]
+    assert py.run("1") == "1" and len(py.worker_pids()) == 1
+
+
+def test_idle_workers_beyond_the_limit_are_evicted_lru(make_py):
+    py = make_py(python_max_workers=2)
+    for session in ("a", "b", "c"):
+        py.run(f"name = {session!r}", ctx(session))
+    assert set(py.worker_pids()) == {"b", "c"}
+    assert "NameError" in py.run("name", ctx("a"))  # a came back fresh, b was the oldest now
+    assert set(py.worker_pids()) == {"c", "a"}
+
+
+def test_close_leaves_no_worker_processes(py):
+    pids = [int(py.run("import os; os.getpid()", ctx(s))) for s in ("a", "b", "c")]
+    assert sorted(py.worker_pids().values()) == sorted(pids)
+    py.close()
+    assert all(_wait_gone(pid) for pid in pids)
+    assert py.worker_pids() == {}
+    py.close()  # twice is fine
+    assert py.run("'usable again'") == "'usable again'"
+
+
+def test_workers_end_when_the_tool_is_garbage_collected(workspace):
+    import gc
+
+    tool = PythonTool.from_config(workspace_dir=str(workspace))
+    pid = int(tool.run("import os; os.getpid()"))
+    del tool
+    gc.collect()
+    assert _wait_gone(pid)
+
+
+def test_engine_keeps_serving_after_timeouts_and_bad_input(workspace):
+    llm = ScriptedLLM([
+        "Action: python\nAction Input: n = 7",
+        "Action: python\nAction Input: while True: pass",
+        "Action: python\nAction Input:    ",
+        "Action: python\nAction Input: print('still here')",
+        "Thought: Do I need to use a tool? No\nAI: done",
+    ])
+    app = AppFactory().create_app(tools_list=["python"], llm=llm, no_default=True, think_depth=5,
+                                  workspace_dir=str(workspace), python_timeout=1)
+    try:
+        result = app.run("go")
+    finally:
+        app.close()
+    assert result.output == "done"
+    observations = [step.observation for step in result.steps]
+    assert "python_timeout" in observations[1]
+    assert observations[2].startswith("Error:")
+    assert observations[3] == "still here"
 
 
 # ---- isolation -------------------------------------------------------------------
@@ -186,10 +387,11 @@ def test_working_directory_is_the_workspace(py, workspace):
     assert (workspace / "out.txt").read_text() == "data"
 
 
-def test_temp_dir_is_private_and_removed(py):
+def test_temp_dir_is_private_and_removed_with_the_worker(py):
     out = py.run("import os, tempfile\nd = tempfile.gettempdir()\nprint(d)\nprint(os.environ['TMPDIR'] == d)")
     tmp, same = out.splitlines()
-    assert same == "True"
+    assert same == "True" and Path(tmp).is_dir()
+    py.reset()
     assert not Path(tmp).exists()
 
 
@@ -232,12 +434,18 @@ def test_from_config_bad_values(tmp_path):
 
 
 def test_builtin_factory(tmp_path):
-    tool = _python_factory(workspace_dir=str(tmp_path), python_timeout="3", unrelated="", other=None)
+    tool = main_tool_register.build("python", workspace_dir=str(tmp_path), python_timeout="3", unrelated="", other=None)
     assert isinstance(tool, PythonTool) and tool.timeout == 3.0
     assert tool.run("2 ** 10") == "1024"
 
 
 # ---- the sandbox on its own --------------------------------------------------------
+
+
+def test_strip_control():
+    assert strip_control("\x1b[1;32mok\x1b[0m \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ \x1b(Bz") == "ok link z"
+    assert strip_control("tab\tnew\nline\x07\x00") == "tab\tnew\nline"
+    assert strip_control("50%\r100%\r\n") == "50%\n100%\n"
 
 
 def test_truncate_middle():

@@ -1,20 +1,59 @@
 """Built-in tools, registered through the same entry-point door as plugins.
 
-Factories import their modules only when a tool is built.
+Every factory imports its module only when the tool is built, so listing tools
+stays light. ``default=True`` tools are added to every app unless
+``no_default`` is set; dangerous ones (terminal, write-file) never are.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import Any, Callable
+
+# name -> (module, class, required keys, default, one-line description)
+BUILTIN_TOOLS: dict[str, tuple[str, str, list[str], bool, str]] = {
+    "python": ("chatgpt_tool_hub.tools.builtin.python_tool", "PythonTool", [], True,
+               "Run Python code in a separate process; variables persist per session."),
+    "terminal": ("chatgpt_tool_hub.tools.builtin.terminal", "TerminalTool", [], False,
+                 "Run a shell command in the workspace (dangerous: asks for approval)."),
+    "read-file": ("chatgpt_tool_hub.tools.builtin.files", "ReadFileTool", [], False,
+                  "Read a text file inside the workspace."),
+    "write-file": ("chatgpt_tool_hub.tools.builtin.files", "WriteFileTool", [], False,
+                   "Write a text file inside the workspace (dangerous: asks for approval)."),
+    "list-dir": ("chatgpt_tool_hub.tools.builtin.files", "ListDirTool", [], False,
+                 "List a folder inside the workspace."),
+    "url-get": ("chatgpt_tool_hub.tools.builtin.url_get", "UrlGetTool", [], False,
+                "Fetch a public web page and return its readable text."),
+    "meteo-weather": ("chatgpt_tool_hub.tools.plugins.meteo", "MeteoWeatherTool", [], False,
+                      "Weather forecast for a place (open-meteo, no key)."),
+    "wikipedia": ("chatgpt_tool_hub.tools.plugins.wikipedia", "WikipediaTool", [], False,
+                  "Search Wikipedia and return page summaries."),
+    "arxiv": ("chatgpt_tool_hub.tools.plugins.arxiv", "ArxivTool", [], False,
+              "Search arXiv papers."),
+    "bing-search": ("chatgpt_tool_hub.tools.plugins.search", "BingSearchTool", ["bing_subscription_key"], False,
+                    "Web search with Bing."),
+    "google-search": ("chatgpt_tool_hub.tools.plugins.search", "GoogleSearchTool",
+                      ["google_api_key", "google_cse_id"], False, "Web search with Google Programmable Search."),
+    "searxng-search": ("chatgpt_tool_hub.tools.plugins.search", "SearxngSearchTool", ["searxng_search_host"],
+                       False, "Web search through a SearXNG instance."),
+    "wolfram-alpha": ("chatgpt_tool_hub.tools.plugins.wolfram", "WolframAlphaTool", ["wolfram_alpha_appid"], False,
+                      "Answers from Wolfram|Alpha (math, science, units)."),
+    "summary": ("chatgpt_tool_hub.tools.plugins.summary", "SummaryTool", [], False,
+                "Summarise long text, a workspace file or a URL (map-reduce with the LLM)."),
+    "browser": ("chatgpt_tool_hub.tools.subtree", "BrowserTool", [], False,
+                "A sub-agent that browses the web with url-get and summary (tool-in-tool)."),
+}
 
 
-def _python_factory(**kwargs: Any):
-    from .python_tool import PythonTool
+def _factory(module: str, cls: str) -> Callable[..., Any]:
+    def build(**kwargs: Any):
+        return getattr(import_module(module), cls).from_config(**kwargs)
 
-    return PythonTool.from_config(**kwargs)
+    build.__qualname__ = f"{cls}.from_config"
+    return build
 
 
 def register_tools(registry) -> None:
     """Entry point ``chatgpt_tool_hub.tools:builtin``."""
-    registry.register_tool("python", _python_factory, [], default=True,
-                           description="Run Python code in a separate process and see what it prints.")
+    for name, (module, cls, keys, default, description) in BUILTIN_TOOLS.items():
+        registry.register_tool(name, _factory(module, cls), keys, default=default, description=description)

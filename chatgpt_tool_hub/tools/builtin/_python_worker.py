@@ -1,45 +1,168 @@
-"""Run one piece of Python code the way the interactive interpreter would.
+"""Run Python code the way the interactive interpreter would, call after call.
 
 Started by :mod:`chatgpt_tool_hub.tools.builtin.python_tool` as
-``python -I _python_worker.py`` inside the sandbox (see ``_sandbox.py``); the
-code arrives on stdin. The value of a last expression is shown with
-``sys.displayhook`` (``repr``; nothing for ``None``). Errors are printed as a
-traceback whose frames are the user's code only. Exit status: 0 when the code
-ran, 1 when it raised or did not compile, or the code's own ``sys.exit`` status.
+``python -I _python_worker.py REQ_FD RESP_FD`` (through the launcher of
+``_sandbox.py``, which sets the rlimits). One worker serves one session: the
+variables of one call are there in the next, like a REPL.
 
-Standard library only: this file runs in a fresh interpreter and must import
-nothing from the package.
+Protocol: the parent writes a request frame on ``REQ_FD`` and the worker answers
+with one frame on ``RESP_FD``; a frame is a 4-byte big-endian length and that
+many bytes of UTF-8 JSON. Request ``{"code": str}``; reply ``{"status": "ok" |
+"error" | "exit", "code": int | None}``. What the user's code prints never
+travels in a frame: file descriptors 1 and 2 are the parent's output pipe
+(stdin is ``/dev/null``), and the protocol descriptors are not inheritable, so
+``os.write(1, ...)`` and subprocesses cannot corrupt the protocol. Before each
+call fds 1 and 2 and ``sys.stdout``/``sys.stderr`` are put back, in case the
+previous code redirected or closed them. End of file on ``REQ_FD`` ends the
+worker.
+
+Without arguments (Windows, which has no fd passing) the worker runs the code
+read from stdin once and exits with 0 (ran), 1 (raised or did not compile) or
+the code's ``sys.exit`` status.
+
+The value of a last expression is shown with ``sys.displayhook`` (``repr``;
+nothing for ``None``). Errors print a traceback whose frames are the user's
+code only. Standard library only: this file must import nothing from the package
+(the parent imports the frame helpers from it).
 """
 
 import ast
 import builtins
+import io
+import json
 import linecache
 import os
+import struct
 import sys
 import traceback
 import types
 
 FILENAME = "<input>"
 MAX_FRAMES = 24  # longer runs of frames keep their first and last ones
+MAX_REQUEST = 64 * 1024 * 1024
 _CO_COROUTINE = 0x0080  # inspect.CO_COROUTINE, without importing inspect
+_HEADER = struct.Struct(">I")
 _loop = None
 
 
 def main():
+    if len(sys.argv) == 3:
+        return serve(int(sys.argv[1]), int(sys.argv[2]))
     source = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    sys.stdin.close()
-    sys.stdin = open(os.devnull, encoding="utf-8")  # input() meets EOF instead of waiting
-    for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    namespace = _setup()
+    status, code = run_code(source, namespace)
+    if status == "exit":
+        return code
+    return 0 if status == "ok" else 1
+
+
+def serve(req_fd, resp_fd):
+    """Answer requests until the parent closes ``req_fd``."""
+    for fd in (req_fd, resp_fd):
+        os.set_inheritable(fd, False)  # the user's subprocesses must not get the protocol
+    out_fds = (os.dup(1), os.dup(2))  # private copies of the output pipe, to restore fds 1 and 2
+    namespace = _setup()
+    streams = (sys.stdout, sys.stderr)
+    while True:
+        request = _read_frame(req_fd)
+        if request is None:
+            return 0
+        _restore_output(out_fds, streams)
+        status, code = run_code(request.get("code", ""), namespace)
+        _flush()
+        _write_frame(resp_fd, {"status": status, "code": code})
+
+
+def _setup():
+    """Streams, ``sys.path`` and a fresh ``__main__`` namespace."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # input() meets EOF instead of waiting; nothing can read the parent
+    os.close(null)
+    sys.stdin = open(os.devnull, encoding="utf-8")
+    sys.stdout = _text_stream(1)
+    sys.stderr = _text_stream(2)
     sys.argv = [""]
     sys.path.insert(0, "")  # like the REPL: modules in the working directory are importable
-    linecache.cache[FILENAME] = (len(source), None, source.splitlines(True), FILENAME)
-
     module = types.ModuleType("__main__")
     module.__builtins__ = builtins
     sys.modules["__main__"] = module
-    namespace = module.__dict__
+    return module.__dict__
 
+
+def _text_stream(fd):
+    raw = io.FileIO(fd, "w", closefd=False)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace", write_through=True)
+
+
+def _restore_output(out_fds, streams):
+    for fd, saved in zip((1, 2), out_fds):
+        try:
+            os.dup2(saved, fd)
+        except OSError:
+            pass
+    sys.stdout, sys.stderr = streams
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def _read_exact(fd, size):
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(fd):
+    header = _read_exact(fd, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_REQUEST:
+        return None
+    body = _read_exact(fd, size)
+    return None if body is None else json.loads(body.decode("utf-8"))
+
+
+def _write_frame(fd, message):
+    view = memoryview(encode_frame(message))
+    while view:
+        view = view[os.write(fd, view):]
+
+
+# ---- the frame format, shared with the parent (python_tool imports these) ----------------
+
+
+def encode_frame(message):
+    """A 4-byte big-endian length, then the message as UTF-8 JSON."""
+    data = json.dumps(message).encode("utf-8", errors="surrogatepass")
+    return _HEADER.pack(len(data)) + data
+
+
+def decode_frame(buffer, max_size):
+    """The message in ``buffer`` once it holds a whole frame, else None; ValueError when garbled."""
+    if len(buffer) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack_from(buffer)
+    if size > max_size:
+        raise ValueError("frame of %d bytes is too large" % size)
+    if len(buffer) < _HEADER.size + size:
+        return None
+    return json.loads(bytes(buffer[_HEADER.size:_HEADER.size + size]).decode("utf-8"))
+
+
+def run_code(source, namespace):
+    """Run ``source`` in ``namespace``: ("ok" | "error" | "exit", exit status or None)."""
+    linecache.cache[FILENAME] = (len(source), None, source.splitlines(True), FILENAME)
     try:
         tree = ast.parse(source, FILENAME, "exec")
         last = None
@@ -50,19 +173,29 @@ def main():
         tail = compile(last, FILENAME, "eval", flags=flags, dont_inherit=True) if last is not None else None
     except BaseException as exc:  # SyntaxError, ValueError (null bytes), MemoryError, RecursionError
         _show(exc)
-        return 1
-
+        return "error", None
     try:
         _execute(body, namespace)
         if tail is not None:
             sys.displayhook(_execute(tail, namespace))
-    except SystemExit:
-        sys.stdout.flush()
-        raise
+    except SystemExit as exc:
+        return "exit", _exit_status(exc.code)
     except BaseException as exc:
         _show(exc)
-        return 1
-    return 0
+        return "error", None
+    return "ok", None
+
+
+def _exit_status(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    try:
+        sys.stderr.write("%s\n" % (code,))
+    except BaseException:
+        pass
+    return 1
 
 
 def _execute(code, namespace):

@@ -9,6 +9,9 @@ read with a selector loop that keeps at most about ``2 * max_output_chars``
 characters (head and tail) while draining and discarding the middle, so a child
 that prints 100 MB costs the parent time, not memory. Input goes through stdin,
 written in the same loop, so neither side can deadlock on a full pipe.
+:func:`spawn_limited` starts a long-lived child under the same limits (the
+``python`` tool's per-session workers); :func:`strip_control` removes ANSI
+escape sequences and other control characters from output meant for an LLM.
 
 The limits are applied by a tiny launcher (``python -I -S -c ...``) that sets
 them and then ``exec``\\ s the command, instead of a ``preexec_fn``, which is not
@@ -33,6 +36,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -43,7 +47,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-__all__ = ["SandboxResult", "run_sandboxed", "scrubbed_env", "truncate_middle", "describe_signal"]
+__all__ = ["SandboxResult", "run_sandboxed", "spawn_limited", "rlimits", "kill_group", "scrubbed_env",
+           "truncate_middle", "describe_signal", "strip_control", "OutputCollector"]
 
 _POSIX = os.name == "posix"
 _READ_CHUNK = 65536
@@ -131,6 +136,7 @@ def run_sandboxed(
     max_output_chars: int = 8000,
     env: Mapping[str, str] | None = None,
     private_tmp: bool = True,
+    merge_stderr: bool = True,
 ) -> SandboxResult:
     """Run ``argv`` in a limited child process and return its merged output.
 
@@ -144,6 +150,7 @@ def run_sandboxed(
         max_output_chars: characters of output kept (head + tail); ``<= 0`` keeps all.
         env: the child's whole environment; ``None`` uses :func:`scrubbed_env`.
         private_tmp: give the child a fresh ``TMPDIR``, removed afterwards.
+        merge_stderr: ``False`` sends the child's stderr to ``/dev/null``.
     """
     if not argv:
         raise ValueError("run_sandboxed needs a command")
@@ -156,8 +163,9 @@ def run_sandboxed(
             child_env["TEMP"] = child_env["TMP"] = tmp
     try:
         if not _POSIX:
-            return _run_windows(list(argv), data, cwd, timeout, max_output_chars, child_env)
-        return _run_posix(list(argv), data, cwd, timeout, max_memory_mb, max_output_chars, child_env)
+            return _run_windows(list(argv), data, cwd, timeout, max_output_chars, child_env, merge_stderr)
+        return _run_posix(list(argv), data, cwd, timeout, max_memory_mb, max_output_chars, child_env,
+                          merge_stderr)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -179,7 +187,8 @@ except OSError as exc:
 """
 
 
-def _limits(timeout: float, max_memory_mb: int | None) -> dict[str, list[int]]:
+def rlimits(cpu_seconds: float, max_memory_mb: int | None) -> dict[str, list[int]]:
+    """The limits :data:`_LAUNCHER` sets: ``RLIMIT_AS``, ``RLIMIT_CPU`` (soft, hard + 1), no core."""
     import math
     import resource
 
@@ -195,28 +204,33 @@ def _limits(timeout: float, max_memory_mb: int | None) -> dict[str, list[int]]:
     if max_memory_mb and max_memory_mb > 0:
         size = int(max_memory_mb) * 1024 * 1024
         capped("RLIMIT_AS", size, size)
-    cpu = int(math.ceil(timeout)) + 1  # SIGXCPU at the soft limit, SIGKILL at the hard one
+    cpu = max(1, int(math.ceil(cpu_seconds)))  # SIGXCPU at the soft limit, SIGKILL at the hard one
     capped("RLIMIT_CPU", cpu, cpu + 1)
     return limits
 
 
+def spawn_limited(argv: Sequence[str], *, cwd: str | os.PathLike, env: Mapping[str, str], cpu_seconds: float,
+                  max_memory_mb: int | None = None, **popen_kwargs) -> subprocess.Popen:
+    """Start ``argv`` (POSIX) in a new session under :func:`rlimits`; the caller owns the process.
+
+    ``popen_kwargs`` go to :class:`subprocess.Popen` (``stdin``, ``stdout``,
+    ``stderr``, ``pass_fds``...). End it with :func:`kill_group` and ``wait()``.
+    """
+    launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(rlimits(cpu_seconds, max_memory_mb))]
+    return subprocess.Popen(launcher + list(argv), cwd=os.fspath(cwd), env=dict(env),
+                            start_new_session=True,  # own session and process group: killpg reaches children
+                            close_fds=True, **popen_kwargs)
+
+
 def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_memory_mb: int | None,
-               max_output_chars: int, env: dict[str, str]) -> SandboxResult:
+               max_output_chars: int, env: dict[str, str], merge_stderr: bool) -> SandboxResult:
     import selectors
 
-    launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(_limits(timeout, max_memory_mb))]
-    collector = _Collector(max_output_chars)
+    collector = OutputCollector(max_output_chars)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        launcher + argv,
-        stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=os.fspath(cwd),
-        env=env,
-        start_new_session=True,  # own session and process group: killpg reaches its children too
-        close_fds=True,
-    )
+    proc = spawn_limited(argv, cwd=cwd, env=env, cpu_seconds=timeout + 1, max_memory_mb=max_memory_mb,
+                         stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.DEVNULL)
     timed_out = False
     sel = selectors.DefaultSelector()
     try:
@@ -256,14 +270,14 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
                 timed_out = True
         # Kill the group in every case: after a timeout, and to end background
         # children the command left behind (they would hold the pipe open).
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         proc.wait()
         if out_open:
             _drain(out_fd, collector, time.monotonic() + _DRAIN_GRACE_S)
     finally:
         sel.close()
         if proc.poll() is None:  # an exception above: never leave the child running
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
@@ -272,7 +286,7 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
     return SandboxResult(output, proc.returncode, timed_out, truncated, time.monotonic() - started)
 
 
-def _read_into(fd: int, collector: "_Collector") -> bool:
+def _read_into(fd: int, collector: "OutputCollector") -> bool:
     """Read what is there; False at end of file."""
     try:
         chunk = os.read(fd, _READ_CHUNK)
@@ -298,7 +312,7 @@ def _write_some(fd: int, pending: memoryview | None) -> memoryview | None:
     return pending[written:] or None
 
 
-def _drain(fd: int, collector: "_Collector", until: float) -> None:
+def _drain(fd: int, collector: "OutputCollector", until: float) -> None:
     """Read what is left in the pipe (the writers are dead or escaped the group)."""
     import selectors
 
@@ -309,7 +323,8 @@ def _drain(fd: int, collector: "_Collector", until: float) -> None:
                 return
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """``SIGKILL`` the process group ``pid`` leads; quiet when it is already gone."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -327,7 +342,7 @@ def _close_quietly(stream) -> None:
 
 
 def _run_windows(argv: list[str], data: bytes | None, cwd, timeout: float, max_output_chars: int,
-                 env: dict[str, str]) -> SandboxResult:
+                 env: dict[str, str], merge_stderr: bool = True) -> SandboxResult:
     """Fallback without rlimits (Windows has none; a Job Object would be the equivalent).
 
     Output is collected whole by ``communicate`` and cut afterwards, so a child
@@ -336,7 +351,8 @@ def _run_windows(argv: list[str], data: bytes | None, cwd, timeout: float, max_o
     """
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=os.fspath(cwd), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.DEVNULL,
+                            cwd=os.fspath(cwd), env=env,
                             creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
     timed_out = False
     try:
@@ -345,7 +361,7 @@ def _run_windows(argv: list[str], data: bytes | None, cwd, timeout: float, max_o
         timed_out = True
         proc.kill()
         raw, _ = proc.communicate()
-    collector = _Collector(max_output_chars)
+    collector = OutputCollector(max_output_chars)
     collector.feed(raw or b"")
     output, truncated = collector.result()
     return SandboxResult(output, proc.returncode, timed_out, truncated, time.monotonic() - started)
@@ -354,8 +370,12 @@ def _run_windows(argv: list[str], data: bytes | None, cwd, timeout: float, max_o
 # ---- output ----------------------------------------------------------------------
 
 
-class _Collector:
-    """Decode a byte stream and keep its first and last characters within a limit."""
+class OutputCollector:
+    """Decode a byte stream and keep its first and last characters within a limit.
+
+    Memory stays about ``2 * limit`` characters however much is fed: the
+    middle is counted and dropped.
+    """
 
     def __init__(self, limit: int):
         self.limit = limit
@@ -404,3 +424,26 @@ def _split_limit(limit: int) -> tuple[int, int]:
 
 def _join(head: str, tail: str, omitted: int) -> str:
     return f"{head}\n... [{omitted} characters omitted] ...\n{tail}"
+
+
+# ANSI/VT escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte escapes),
+# 8-bit CSI, and every other C0/C1 control character except tab and newline.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b[ -/]*[0-~]"
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def strip_control(text: str) -> str:
+    """``text`` without colours, cursor moves, titles and other control sequences.
+
+    ``\\r\\n`` becomes ``\\n`` and a lone ``\\r`` (progress bars) a newline, so
+    the LLM gets plain text and a terminal that shows the text cannot be
+    steered by it.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub("", text)

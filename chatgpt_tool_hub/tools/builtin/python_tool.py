@@ -1,17 +1,25 @@
-"""The ``python`` tool: run a piece of Python code in a separate process.
+"""The ``python`` tool: a persistent Python process per session, like a REPL.
 
-Each call starts a fresh interpreter (``python -I``, nothing is kept between
-calls except files in the workspace) through :func:`._sandbox.run_sandboxed`:
-own process group, wall timeout that kills the group, ``RLIMIT_AS`` and
-``RLIMIT_CPU``, a scrubbed environment without API keys, the workspace as
-working directory and ``HOME``. The code reaches the worker through stdin.
-REPL semantics: the value of a last expression is printed with ``repr``.
+Each session (``ToolContext.session_id``; ``"default"`` in pure mode) gets one
+worker process (``_python_worker.py``) that keeps its variables between calls.
+Calls in one session run one at a time; different sessions run in parallel.
+At most ``max_workers`` workers are kept (idle ones are evicted least recently
+used first); ``reset(session)``, ``close()`` and interpreter exit stop them.
 
-**Not a security boundary.** The code runs as the same user as the
-application: it can read and write that user's files, use the network and, with
-some effort, escape the limits (see ``_sandbox``'s docstring). The limits stop
-accidents, not a determined attacker; run the application in a container or a
-low-privilege account when the LLM (or whoever steers it) is not trusted.
+Workers run under :func:`._sandbox.spawn_limited` (own process group,
+``RLIMIT_AS``, a lifetime ``RLIMIT_CPU`` backstop, no core dumps, scrubbed
+environment, the workspace as working directory and ``HOME``, a private
+``TMPDIR``). The wall timeout ``SIGKILL``\ s the whole group; the next call
+starts a fresh worker. Requests and replies are length-prefixed JSON frames on
+private pipes; printed output travels on a separate pipe read with a cap, so
+neither ``os.write(1, ...)`` nor a 100 MB print can corrupt the protocol or
+fill the parent's memory. See docs/tools/python.md.
+
+**Not a security boundary.** The code runs as the application's user: it can
+read and write that user's files, use the network, escape the group kill with
+``setsid`` and fork many processes. The limits stop accidents, not a
+determined attacker; isolate the application (container, VM, low-privilege
+account) when the model is not trusted.
 """
 
 from __future__ import annotations
@@ -19,19 +27,35 @@ from __future__ import annotations
 import ast
 import os
 import re
+import selectors
+import shutil
+import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ...config import get_typed
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
-from ..base import Tool
-from ._sandbox import describe_signal, run_sandboxed, scrubbed_env
+from ..base import DEFAULT_CONTEXT, Tool, ToolContext
+from ._python_worker import MAX_REQUEST, decode_frame, encode_frame
+from ._sandbox import (OutputCollector, _read_into, _write_some, describe_signal, kill_group, run_sandboxed,
+                       scrubbed_env, spawn_limited, strip_control)
 
 __all__ = ["PythonTool", "extract_code"]
 
 _WORKER = str(Path(__file__).with_name("_python_worker.py"))
+_POSIX = os.name == "posix"
+_MAX_REPLY = 1 << 20
+_MAX_CODE_CHARS = MAX_REQUEST // 8  # the worker refuses requests over MAX_REQUEST bytes
+_DRAIN_S = 0.2  # after a reply or a kill: how long to collect output still in the pipe
 
 # Set in the child on top of the scrubbed environment: keep numeric libraries
 # from reserving per-core threads and arenas that the address-space limit would
@@ -44,33 +68,44 @@ _CHILD_ENV = {
     "MPLBACKEND": "Agg",
 }
 
+_LOST = "Variables and imports from earlier calls are lost; the next call starts a fresh Python process."
+
 _FENCE = re.compile(r"^[ \t]*```[ \t]*(?:python3?|py|python-repl|pycon)?[ \t]*\r?\n(.*?)^[ \t]*```[ \t]*$",
                     re.S | re.M | re.I)
 
 
 class PythonTool(Tool):
-    """Run Python code in a sandboxed child process and return what it printed."""
+    """Run Python code in a persistent, limited child process per session."""
 
     name = "python"
     description = (
         "Run Python code for calculations, data processing and file work. Input: Python code. "
-        "It runs in a fresh process each time (nothing is kept between calls except files); "
+        "Variables, functions and imports persist between calls in this conversation, like a REPL; "
         "use print() to show results; the value of a last expression is shown too. "
         "Read and write files in the current working directory."
     )
     parameters = None
+    needs_context = True
 
     def __init__(self, *, timeout: float = 30.0, max_memory_mb: int = 1024, max_output_chars: int = 8000,
-                 workspace_dir: str | os.PathLike = "./workspace"):
+                 workspace_dir: str | os.PathLike = "./workspace", max_workers: int = 8,
+                 max_cpu_seconds: float | None = None):
         if timeout <= 0:
             raise ConfigError("setting 'python_timeout' must be > 0 seconds", key="python_timeout")
         if max_output_chars <= 0:
             raise ConfigError("setting 'python_max_output_chars' must be > 0", key="python_max_output_chars")
+        if max_workers < 1:
+            raise ConfigError("setting 'python_max_workers' must be >= 1", key="python_max_workers")
         self.timeout = float(timeout)
         self.max_memory_mb = int(max_memory_mb)  # <= 0: no address-space limit
         self.max_output_chars = int(max_output_chars)
+        self.max_workers = int(max_workers)
+        # CPU seconds over a worker's whole life: generous, the wall timeout does the real work
+        self.max_cpu_seconds = float(max_cpu_seconds) if max_cpu_seconds else max(600.0, 20 * self.timeout)
         self.workspace = Path(workspace_dir).expanduser().resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
+        self._pool = _WorkerPool(self.max_workers)
+        weakref.finalize(self, self._pool.retire, None)  # also at interpreter exit
 
     @classmethod
     def from_config(cls, **kwargs: Any) -> "PythonTool":
@@ -80,9 +115,11 @@ class PythonTool(Tool):
             max_memory_mb=get_typed(kwargs, "python_max_memory_mb", 1024),
             max_output_chars=get_typed(kwargs, "python_max_output_chars", 8000),
             workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
+            max_workers=get_typed(kwargs, "python_max_workers", 8),
+            max_cpu_seconds=get_typed(kwargs, "python_max_cpu_seconds", 0.0) or None,
         )
 
-    def run(self, tool_input: str | Mapping[str, Any] = "", context: Any = None) -> str:
+    def run(self, tool_input: str | Mapping[str, Any] = "", context: ToolContext | None = None) -> str:
         # {"code": ..., "anything": ...} from native tool calls: take the code
         if isinstance(tool_input, Mapping) and len(tool_input) > 1:
             code = tool_input.get("code", tool_input.get("input"))
@@ -90,43 +127,347 @@ class PythonTool(Tool):
                 tool_input = code
         return super().run(tool_input, context)
 
-    def _run(self, text: str) -> str:
+    def reset(self, session_id: str | None = None) -> None:
+        """Stop the worker of ``session_id`` (every worker when ``None``): its variables are gone."""
+        self._pool.retire(session_id)
+
+    def close(self) -> None:
+        """Stop every worker. The tool stays usable: the next call starts a fresh one."""
+        self._pool.retire(None)
+
+    def worker_pids(self) -> dict[str, int]:
+        """``{session_id: pid}`` of the running workers (for tests and diagnostics)."""
+        return self._pool.pids()
+
+    # ---- running ---------------------------------------------------------------------
+
+    def _run(self, text: str, context: ToolContext = DEFAULT_CONTEXT) -> str:
         code = extract_code(text)
         if not code.strip():
             raise ToolInputError("the python tool needs Python code as its input, e.g. print(2 ** 10)")
+        if len(code) > _MAX_CODE_CHARS:
+            raise ToolInputError(f"the code is {len(code)} characters long; the python tool takes at most "
+                                 f"{_MAX_CODE_CHARS}. Write large data to a file instead of into the code.")
         if not sys.executable:
             raise ToolExecutionError("no Python interpreter found to run the code (sys.executable is empty)")
         self.workspace.mkdir(parents=True, exist_ok=True)
-        result = run_sandboxed(
-            [sys.executable, "-I", _WORKER],
-            stdin=code,
-            cwd=self.workspace,
-            timeout=self.timeout,
-            max_memory_mb=self.max_memory_mb,
-            max_output_chars=self.max_output_chars,
-            env=scrubbed_env(_CHILD_ENV, home=self.workspace),
-        )
-        output = result.output.rstrip("\n")
-        problem = self._problem(result.timed_out, result.returncode)
-        if problem:
-            return f"{output}\n{problem}" if output.strip() else problem
-        return output if output.strip() else "(no output)"
+        if not _POSIX:
+            return self._render(self._run_once(code), None)
+        session_id = str(getattr(context, "session_id", None) or "default")
+        with self._pool.session(session_id) as session:
+            outcome, note = self._execute(session, code)
+        return self._render(outcome, note)
 
-    def _problem(self, timed_out: bool, returncode: int | None) -> str | None:
-        """A line saying why the process ended abnormally, or None."""
-        if timed_out:
-            return f"Error: the code ran longer than {self.timeout:g} s and was stopped (python_timeout)"
-        sig = describe_signal(returncode)
+    def _execute(self, session: "_Session", code: str) -> tuple["_Outcome", str | None]:
+        note = None
+        if session.worker is not None and not session.worker.alive():
+            note = "(note: the previous Python process had ended; variables from earlier calls are gone)"
+            session.discard()
+        if session.worker is None:
+            session.worker = self._spawn()
+        outcome = session.worker.execute(code, self.timeout, self.max_output_chars)
+        if outcome.status == "died" and session.retired:
+            outcome = replace(outcome, status="reset")
+        if outcome.status in ("timeout", "died", "broken", "reset"):
+            session.discard()
+        return outcome, note
+
+    def _spawn(self) -> "_Worker":
+        try:
+            return _Worker.start(self.workspace, self.max_memory_mb, self.max_cpu_seconds)
+        except OSError as exc:
+            raise ToolExecutionError(f"could not start a Python process: {exc}") from None
+
+    def _run_once(self, code: str) -> "_Outcome":
+        """Without POSIX fd passing (Windows): a fresh process per call, nothing kept."""
+        result = run_sandboxed([sys.executable, "-I", _WORKER], stdin=code, cwd=self.workspace,
+                               timeout=self.timeout, max_memory_mb=self.max_memory_mb,
+                               max_output_chars=self.max_output_chars,
+                               env=scrubbed_env(_CHILD_ENV, home=self.workspace))
+        if result.timed_out:
+            return _Outcome(result.output, "timeout")
+        if result.returncode in (0, 1):
+            return _Outcome(result.output, "ok")
+        return _Outcome(result.output, "exit", result.returncode)
+
+    def _render(self, outcome: "_Outcome", note: str | None) -> str:
+        output = strip_control(outcome.output).rstrip("\n")
+        problem = self._problem(outcome)
+        body = "\n".join(part for part in (output if output.strip() else "", problem or "") if part)
+        text = body or "(no output)"
+        return f"{note}\n{text}" if note else text
+
+    def _problem(self, outcome: "_Outcome") -> str | None:
+        """A line saying why the call ended abnormally, or None."""
+        if outcome.status == "timeout":
+            return f"Error: the code ran longer than {self.timeout:g} s and was stopped (python_timeout). {_LOST}"
+        if outcome.status == "reset":
+            return f"Error: the session was reset (or the tool closed) while the code ran; it was stopped. {_LOST}"
+        if outcome.status == "broken":
+            return f"Error: the Python process sent a garbled reply and was stopped. {_LOST}"
+        if outcome.status == "exit":
+            return f"(exit status {outcome.code})" if outcome.code not in (0, None) else None
+        if outcome.status != "died":
+            return None
+        sig = describe_signal(outcome.returncode)
         if sig == "SIGXCPU":
-            return f"Error: the code used more than {self.timeout:g} s of CPU time and was stopped (python_timeout)"
-        if sig == "SIGKILL":
-            return (f"Error: the process was killed (SIGKILL), probably for using too much memory "
-                    f"(python_max_memory_mb={self.max_memory_mb})")
-        if sig:
-            return f"Error: the process crashed ({sig})"
-        if returncode not in (0, 1, None):
-            return f"(exit status {returncode})"
+            why = f"used up its CPU time ({self.max_cpu_seconds:g} s over its life) and was stopped"
+        elif sig == "SIGKILL":
+            why = (f"was killed (SIGKILL), probably for using too much memory "
+                   f"(python_max_memory_mb={self.max_memory_mb})")
+        elif sig:
+            why = f"crashed ({sig})"
+        else:
+            why = f"exited (status {outcome.returncode})"
+        return f"Error: the Python process {why}. {_LOST}"
+
+
+# ---- one worker process --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    output: str
+    status: str  # ok | error | exit | timeout | died | broken | reset
+    code: int | None = None  # exit status of sys.exit
+    returncode: int | None = None  # of the process, when it died
+
+
+class _Worker:
+    """The parent's side of one ``_python_worker.py`` process."""
+
+    def __init__(self, proc: subprocess.Popen, req_w: int, resp_r: int, out_r: int, tmpdir: str):
+        self.proc, self.req_w, self.resp_r, self.out_r, self.tmpdir = proc, req_w, resp_r, out_r, tmpdir
+        self._closed = False
+
+    @classmethod
+    def start(cls, workspace: Path, max_memory_mb: int, cpu_seconds: float) -> "_Worker":
+        tmpdir = tempfile.mkdtemp(prefix="tool-hub-python-")
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        out_r, out_w = os.pipe()
+        try:
+            proc = spawn_limited([sys.executable, "-I", _WORKER, str(req_r), str(resp_w)], cwd=workspace,
+                                 env=scrubbed_env(_CHILD_ENV, home=workspace, tmpdir=tmpdir),
+                                 cpu_seconds=cpu_seconds, max_memory_mb=max_memory_mb,
+                                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w))
+        except BaseException:
+            _close_fds(req_w, resp_r, out_r)
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+        finally:
+            _close_fds(req_r, resp_w, out_w)  # the child's ends
+        for fd in (req_w, resp_r, out_r):
+            os.set_blocking(fd, False)
+        return cls(proc, req_w, resp_r, out_r, tmpdir)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return not self._closed and self.proc.poll() is None
+
+    def execute(self, code: str, timeout: float, max_output_chars: int) -> _Outcome:
+        collector = OutputCollector(max_output_chars)
+        request = memoryview(encode_frame({"code": code}))
+        reply = self._exchange(request, collector, time.monotonic() + timeout)
+        if isinstance(reply, dict):
+            self._drain(collector, time.monotonic() + _DRAIN_S, stop_when_empty=True)
+            output, _ = collector.result()
+            return _Outcome(output, str(reply.get("status")), reply.get("code"))
+        kill_group(self.proc.pid)
+        returncode = self.proc.wait()
+        self._drain(collector, time.monotonic() + _DRAIN_S, stop_when_empty=False)
+        output, _ = collector.result()
+        return _Outcome(output, reply, returncode=returncode)
+
+    def _exchange(self, pending: memoryview | None, collector: OutputCollector, deadline: float) -> dict | str:
+        """Send the request, collect output; the reply, or "timeout" / "died" / "broken"."""
+        reply = bytearray()
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.out_r, selectors.EVENT_READ, "out")
+            sel.register(self.resp_r, selectors.EVENT_READ, "resp")
+            sel.register(self.req_w, selectors.EVENT_WRITE, "req")
+            while (remaining := deadline - time.monotonic()) > 0:
+                for key, _ in sel.select(remaining):
+                    if key.data == "out":
+                        if not _read_into(key.fd, collector):
+                            sel.unregister(key.fd)
+                    elif key.data == "req":
+                        pending = _write_some(key.fd, pending)
+                        if not pending:
+                            sel.unregister(key.fd)
+                    else:
+                        result = _read_reply(key.fd, reply)
+                        if result is not None:
+                            return result
+        return "timeout"
+
+    def _drain(self, collector: OutputCollector, until: float, *, stop_when_empty: bool) -> None:
+        """Collect output still in the pipe: what is there now, or until end of file."""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.out_r, selectors.EVENT_READ)
+            while (remaining := until - time.monotonic()) > 0:
+                if not sel.select(0 if stop_when_empty else remaining):
+                    if stop_when_empty:
+                        return
+                    continue
+                if not _read_into(self.out_r, collector):
+                    return
+
+    def terminate(self) -> None:
+        """Kill the process group now (safe from any thread); ``close`` cleans up."""
+        if not self._closed:
+            kill_group(self.proc.pid)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        kill_group(self.proc.pid)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+            pass
+        self._closed = True
+        _close_fds(self.req_w, self.resp_r, self.out_r)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def _read_reply(fd: int, buffer: bytearray) -> dict | str | None:
+    """Add what is readable to ``buffer``; the reply when complete, "died" at EOF, "broken" if garbled."""
+    try:
+        chunk = os.read(fd, 65536)
+    except BlockingIOError:
         return None
+    except OSError:
+        return "died"
+    if not chunk:
+        return "died"
+    buffer += chunk
+    try:
+        message = decode_frame(buffer, _MAX_REPLY)
+    except ValueError:
+        return "broken"
+    if message is None:
+        return None
+    return message if isinstance(message, dict) and "status" in message else "broken"
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+# ---- one worker per session ---------------------------------------------------------
+
+
+class _Session:
+    __slots__ = ("key", "lock", "worker", "retired")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.lock = threading.Lock()
+        self.worker: _Worker | None = None
+        self.retired = False  # reset or evicted: whoever holds the lock cleans up
+
+    def discard(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.close()
+
+
+class _WorkerPool:
+    """Sessions in least-recently-used order, each with its lock and worker."""
+
+    def __init__(self, max_workers: int):
+        self.max_workers = max_workers
+        self._lock = threading.Lock()
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+
+    @contextmanager
+    def session(self, session_id: str) -> Iterator[_Session]:
+        """The session's state, locked for the caller; evicts idle workers afterwards."""
+        while True:
+            with self._lock:
+                session = self._sessions.get(session_id)
+                if session is None:
+                    session = self._sessions[session_id] = _Session(session_id)
+                self._sessions.move_to_end(session_id)
+            session.lock.acquire()
+            if not session.retired:
+                break
+            session.lock.release()  # reset while we waited: take the new one
+        try:
+            yield session
+        finally:
+            self._release(session)
+        self._evict()
+
+    def _release(self, session: _Session) -> None:
+        with self._lock:  # decide and release under the pool lock: a concurrent retire sees one or the other
+            retired = session.retired
+            if not retired and session.worker is None:  # nothing to keep: forget the session (waiters retry)
+                session.retired = True
+                if self._sessions.get(session.key) is session:
+                    del self._sessions[session.key]
+            if not retired:
+                session.lock.release()
+        if retired:
+            try:
+                session.discard()
+            finally:
+                session.lock.release()
+
+    def retire(self, session_id: str | None) -> None:
+        """Stop the workers of one session (all when ``None``); busy ones end their call as 'died'."""
+        with self._lock:
+            if session_id is None:
+                victims = list(self._sessions.values())
+                self._sessions.clear()
+            else:
+                victims = [s for s in (self._sessions.pop(session_id, None),) if s is not None]
+            free = []
+            for session in victims:
+                session.retired = True
+                if session.lock.acquire(blocking=False):
+                    free.append(session)
+                elif session.worker is not None:
+                    session.worker.terminate()  # its caller cleans up when the call returns
+        self._discard_all(free)
+
+    def _evict(self) -> None:
+        with self._lock:
+            live = [(sid, s) for sid, s in self._sessions.items() if s.worker is not None]
+            excess = len(live) - self.max_workers
+            free = []
+            for sid, session in live:  # oldest first; busy ones are skipped
+                if excess <= 0:
+                    break
+                if session.lock.acquire(blocking=False):
+                    session.retired = True
+                    del self._sessions[sid]
+                    free.append(session)
+                    excess -= 1
+        self._discard_all(free)
+
+    @staticmethod
+    def _discard_all(sessions: list[_Session]) -> None:
+        for session in sessions:
+            try:
+                session.discard()
+            finally:
+                session.lock.release()
+
+    def pids(self) -> dict[str, int]:
+        with self._lock:
+            return {sid: s.worker.pid for sid, s in self._sessions.items() if s.worker is not None and s.worker.alive()}
+
+
+# ---- input clean-up --------------------------------------------------------------------
 
 
 def extract_code(text: str) -> str:

@@ -1,0 +1,229 @@
+"""Keep file paths inside the workspace: the shared part of the file tools.
+
+A path from the model is checked as text first (no NUL byte, no ``~``, no
+``..`` component, nothing that percent-decoding - once or several times - turns
+into one of those; ``\\`` counts as a separator), then resolved with
+``os.path.realpath`` and kept only when ``os.path.commonpath`` says it is
+inside the workspace. That refuses absolute paths outside the workspace and
+symbolic links anywhere in the path that lead outside it; links that stay
+inside are followed.
+
+To narrow the gap between that check and the use (TOCTOU), files and folders
+are then opened from the workspace root one component at a time with
+``O_NOFOLLOW`` (``dir_fd``): the resolved path has no links, so meeting one
+means the tree changed under us, and the call fails. Only regular files are
+read or written (no devices, FIFOs or sockets); a write refuses a file with
+other hard links. Where ``dir_fd`` or ``O_NOFOLLOW`` is missing (Windows) the
+resolved path is opened directly.
+
+This confines the file tools, not the ``python`` or ``terminal`` tools, which
+can reach any file the application's user can.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from urllib.parse import unquote
+
+from ...errors import ToolExecutionError, ToolInputError
+
+__all__ = ["Workspace"]
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block the open
+_SAFE_OPEN = bool(_O_NOFOLLOW and _O_DIRECTORY) and os.open in os.supports_dir_fd
+_HINT = "Use a path relative to the workspace, e.g. notes.txt or data/report.csv; list-dir shows what is there."
+
+
+class Workspace:
+    """The folder the file tools may use, and safe ways to open paths inside it."""
+
+    def __init__(self, root: str | os.PathLike):
+        path = Path(root).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        self.root = os.path.realpath(path)
+
+    # ---- checking and resolving ----------------------------------------------------
+
+    def resolve(self, raw: str) -> tuple[str, list[str]]:
+        """``(shown, parts)``: the path as shown to the model, and its real components below the root."""
+        text = _clean(raw)
+        if not text:
+            return ".", []
+        candidate = text if os.path.isabs(text) else os.path.join(self.root, text)
+        real = os.path.realpath(candidate)
+        if not self.contains(real):
+            if os.path.isabs(text) and not self.contains(os.path.normpath(text)):
+                raise ToolInputError(f"'{raw}' is outside the workspace: the path must be relative to the "
+                                     f"workspace (an absolute path must lie inside it). {_HINT}")
+            raise ToolInputError(f"'{raw}' leads outside the workspace through a symbolic link; only files "
+                                 f"inside the workspace can be used. {_HINT}")
+        rel = os.path.relpath(real, self.root)
+        parts = [] if rel == "." else rel.split(os.sep)
+        return ("/".join(parts) or "."), parts
+
+    def contains(self, path: str) -> bool:
+        try:
+            return os.path.commonpath([self.root, path]) == self.root
+        except ValueError:  # different drives (Windows)
+            return False
+
+    # ---- opening -------------------------------------------------------------------------
+
+    def open_dir(self, parts: list[str], *, create: bool = False) -> int:
+        """A file descriptor of the folder ``parts`` (created when ``create``); POSIX only."""
+        fd = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        for name in parts:
+            fd = _enter(fd, name, create)  # closes the old fd, also when it fails
+        return fd
+
+    def open_file(self, parts: list[str], shown: str, *, write: bool = False, append: bool = False) -> int:
+        """A file descriptor of the regular file ``parts``: read-only, or for writing (created, parents too)."""
+        if not parts:
+            raise ToolInputError(f"'{shown}' is the workspace folder, not a file. {_HINT}")
+        if not _SAFE_OPEN:
+            path = os.path.join(self.root, *parts)
+            if write:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            return _open_regular(None, path, shown, write, append)
+        parent = self.open_dir(parts[:-1], create=write)
+        try:
+            return _open_regular(parent, parts[-1], shown, write, append)
+        finally:
+            os.close(parent)
+
+    def entries(self, parts: list[str], shown: str) -> list[tuple[str, str, int]]:
+        """``(name, kind, size)`` of what the folder ``parts`` holds; links are not followed."""
+        if _SAFE_OPEN:
+            try:
+                fd = self.open_dir(parts)
+            except FileNotFoundError:
+                raise ToolExecutionError(f"there is no folder '{shown}' in the workspace. {_HINT}") from None
+            target: int | str = fd
+        else:
+            fd, target = -1, os.path.join(self.root, *parts)
+            if not os.path.isdir(target):
+                raise ToolExecutionError(f"there is no folder '{shown}' in the workspace. {_HINT}")
+        try:
+            with os.scandir(target) as listing:
+                return [_entry(item) for item in listing]
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _entry(item: os.DirEntry) -> tuple[str, str, int]:
+    try:
+        info = item.stat(follow_symlinks=False)
+    except OSError:
+        return item.name, "unknown", 0
+    mode = info.st_mode
+    kind = ("dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else
+            "link" if stat.S_ISLNK(mode) else "other")
+    return item.name, kind, info.st_size if kind == "file" else 0
+
+
+def _clean(raw: object) -> str:
+    """The path text, or ``ToolInputError`` for anything that smells of escaping the workspace."""
+    if not isinstance(raw, str):
+        raise ToolInputError(f"the path must be text, got {type(raw).__name__}. {_HINT}")
+    text = raw.strip()
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'`":
+        text = text[1:-1].strip()
+    if "\x00" in text:
+        raise ToolInputError(f"the path contains a NUL byte. {_HINT}")
+    if len(text) > 4096:
+        raise ToolInputError(f"the path is too long. {_HINT}")
+    layer = text
+    for depth in range(4):  # the text itself, then each percent-decoding of it
+        _check_layer(layer, raw, encoded=depth > 0)
+        decoded = unquote(layer)
+        if decoded == layer:
+            break
+        layer = decoded
+    return text.replace("\\", "/")
+
+
+def _check_layer(text: str, raw: str, *, encoded: bool) -> None:
+    how = "percent-encoded " if encoded else ""
+    if "\x00" in text:
+        raise ToolInputError(f"'{raw}' contains a {how}NUL byte. {_HINT}")
+    normalized = text.replace("\\", "/")
+    if normalized.startswith("~"):
+        raise ToolInputError(f"'{raw}' starts with {how}'~': home folders are outside the workspace. {_HINT}")
+    if ".." in normalized.split("/"):
+        raise ToolInputError(f"'{raw}' contains a {how}'..' component: the path must stay inside the "
+                             f"workspace. {_HINT}")
+    if encoded and normalized.startswith("/"):
+        raise ToolInputError(f"'{raw}' is a percent-encoded absolute path. {_HINT}")
+
+
+def _enter(fd: int, name: str, create: bool) -> int:
+    """Open the folder ``name`` in ``fd`` without following links; close ``fd``."""
+    flags = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+    try:
+        try:
+            new = os.open(name, flags, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            try:
+                os.mkdir(name, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            new = os.open(name, flags, dir_fd=fd)
+    except NotADirectoryError:
+        raise ToolInputError(f"'{name}' is a file, not a folder. {_HINT}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link appeared after the check
+            raise ToolExecutionError("the workspace changed while the path was opened (a symbolic link "
+                                     "appeared); try again") from None
+        raise
+    finally:
+        os.close(fd)
+    return new
+
+
+def _open_regular(parent: int | None, name: str, shown: str, write: bool, append: bool) -> int:
+    """Open ``name`` (in ``parent``) only when it is, or becomes, a regular file."""
+    dir_fd = parent if _SAFE_OPEN else None
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        if not write:
+            raise ToolExecutionError(f"there is no file '{shown}' in the workspace. {_HINT}") from None
+        before = None
+    if before is not None:
+        _check_kind(before, shown, write)
+    flags = _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | getattr(os, "O_BINARY", 0)
+    flags |= (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)) if write else os.O_RDONLY
+    fd = os.open(name, flags, 0o644, dir_fd=dir_fd)
+    try:
+        after = os.fstat(fd)
+        if before is not None and (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+            raise ToolExecutionError(f"'{shown}' changed while it was opened; try again")
+        _check_kind(after, shown, write)
+        if write and not append:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_kind(info: os.stat_result, shown: str, write: bool) -> None:
+    if stat.S_ISDIR(info.st_mode):
+        raise ToolInputError(f"'{shown}' is a folder, not a file; use list-dir to see what it holds.")
+    if stat.S_ISLNK(info.st_mode):
+        raise ToolExecutionError(f"'{shown}' changed into a symbolic link while it was opened; try again")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolInputError(f"'{shown}' is not a regular file (a device, FIFO or socket); only regular "
+                             f"files can be read or written.")
+    if write and info.st_nlink > 1:
+        raise ToolInputError(f"'{shown}' has other hard links, which may lead outside the workspace; "
+                             f"write to a new file instead.")

@@ -1,0 +1,192 @@
+"""The file tools: ``read-file``, ``write-file`` (dangerous) and ``list-dir``.
+
+All three are confined to ``workspace_dir`` (default ``./workspace``, created
+when missing) by :class:`._workspace.Workspace`: relative paths, or absolute
+ones inside the workspace; no ``..``, ``~``, NUL bytes, percent-encoded
+traversal or symbolic links that lead outside; regular files only. Every
+refusal and failure is a ``ToolInputError`` / ``ToolExecutionError`` whose
+message tells the model what to do instead, so inside a run it becomes an
+observation and the run goes on.
+
+The confinement is for these tools only: ``python`` and ``terminal`` can reach
+any file the application's user can (see docs/security.md).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from typing import Any
+
+from ...config import get_typed
+from ...errors import ConfigError, ToolExecutionError, ToolInputError
+from ..base import Tool
+from ._workspace import Workspace
+
+__all__ = ["ReadFileTool", "WriteFileTool", "ListDirTool"]
+
+_PATH_HELP = "path relative to the workspace folder, e.g. notes.txt or data/report.csv"
+_BINARY_SNIFF = 8192
+
+
+class _WorkspaceTool(Tool):
+    """A tool that works on files inside one workspace folder."""
+
+    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace"):
+        self.workspace = Workspace(workspace_dir)
+
+    @property
+    def root(self) -> str:
+        return self.workspace.root
+
+    def _failed(self, exc: OSError, shown: str) -> ToolExecutionError:
+        reason = exc.strerror or type(exc).__name__
+        return ToolExecutionError(f"could not use '{shown}': {reason}")
+
+
+def _positive(key: str, value: int) -> int:
+    if value <= 0:
+        raise ConfigError(f"setting '{key}' must be > 0", key=key)
+    return int(value)
+
+
+class ReadFileTool(_WorkspaceTool):
+    """Read a text file inside the workspace (UTF-8, bad bytes replaced; at most ``max_bytes``)."""
+
+    name = "read-file"
+    description = ("Read a text file inside the workspace and return its content. "
+                   "Input: the file's path relative to the workspace, e.g. notes.txt.")
+    parameters = {"type": "object", "properties": {"path": {"type": "string", "description": _PATH_HELP}},
+                  "required": ["path"]}
+
+    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_bytes: int = 100_000):
+        super().__init__(workspace_dir=workspace_dir)
+        self.max_bytes = _positive("read_file_max_bytes", max_bytes)
+
+    @classmethod
+    def from_config(cls, **kwargs: Any) -> "ReadFileTool":
+        """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+        return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
+                   max_bytes=get_typed(kwargs, "read_file_max_bytes", 100_000))
+
+    def _run(self, path: str) -> str:
+        if not str(path).strip():
+            raise ToolInputError(f"read-file needs a file path as its input: a {_PATH_HELP}.")
+        shown, parts = self.workspace.resolve(path)
+        try:
+            fd = self.workspace.open_file(parts, shown)
+        except FileNotFoundError:
+            raise ToolExecutionError(f"there is no file '{shown}' in the workspace; list-dir shows what is "
+                                     f"there.") from None
+        except OSError as exc:
+            raise self._failed(exc, shown) from None
+        with os.fdopen(fd, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(self.max_bytes + 1)
+        return self._render(shown, data, size)
+
+    def _render(self, shown: str, data: bytes, size: int) -> str:
+        if not data:
+            return f"(the file '{shown}' is empty)"
+        if b"\x00" in data[:_BINARY_SNIFF]:
+            return (f"'{shown}' is a binary file ({size} bytes); read-file shows text only. "
+                    f"Use the python tool to inspect binary data.")
+        truncated = len(data) > self.max_bytes
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data[: self.max_bytes],
+                                                                               final=not truncated)
+        if truncated:
+            text += (f"\n\n[read-file: showed the first {self.max_bytes} of {max(size, len(data))} bytes "
+                     f"(read_file_max_bytes); use the python tool to read other parts]")
+        return text
+
+
+class WriteFileTool(_WorkspaceTool):
+    """Write (or append) text to a file inside the workspace, creating parent folders."""
+
+    name = "write-file"
+    description = ("Write text to a file inside the workspace (parent folders are created). Input: a JSON "
+                   'object {"path": "notes.txt", "content": "text", "append": false}; append adds to the end.')
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": _PATH_HELP},
+            "content": {"type": "string", "description": "the text to write (UTF-8)"},
+            "append": {"type": "boolean", "description": "add to the end instead of replacing", "default": False},
+        },
+        "required": ["path", "content"],
+    }
+    dangerous = True
+
+    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_bytes: int = 1_000_000):
+        super().__init__(workspace_dir=workspace_dir)
+        self.max_bytes = _positive("write_file_max_bytes", max_bytes)
+
+    @classmethod
+    def from_config(cls, **kwargs: Any) -> "WriteFileTool":
+        """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+        return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
+                   max_bytes=get_typed(kwargs, "write_file_max_bytes", 1_000_000))
+
+    def _run(self, path: str, content: str, append: bool = False, **_ignored: Any) -> str:
+        if not path.strip():
+            raise ToolInputError(f'write-file needs a "path": a {_PATH_HELP}.')
+        data = content.encode("utf-8", errors="replace")
+        if len(data) > self.max_bytes:
+            raise ToolInputError(f"the content is {len(data)} bytes; write-file writes at most {self.max_bytes} "
+                                 f"bytes at a time (write_file_max_bytes). Write it in smaller parts with "
+                                 f'"append": true.')
+        shown, parts = self.workspace.resolve(path)
+        try:
+            fd = self.workspace.open_file(parts, shown, write=True, append=bool(append))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        except OSError as exc:
+            raise self._failed(exc, shown) from None
+        verb = "Appended" if append else "Wrote"
+        return f"{verb} {len(data)} bytes to '{shown}' in the workspace."
+
+
+class ListDirTool(_WorkspaceTool):
+    """List a folder inside the workspace: type, size and name of each entry, sorted."""
+
+    name = "list-dir"
+    description = ("List the files and folders in a folder inside the workspace. Input: the folder's path "
+                   "relative to the workspace; empty for the workspace itself.")
+    parameters = {"type": "object",
+                  "properties": {"path": {"type": "string", "description": "folder path relative to the "
+                                          "workspace; empty for the workspace itself", "default": ""}},
+                  "required": []}
+
+    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_entries: int = 200):
+        super().__init__(workspace_dir=workspace_dir)
+        self.max_entries = _positive("list_dir_max_entries", max_entries)
+
+    @classmethod
+    def from_config(cls, **kwargs: Any) -> "ListDirTool":
+        """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+        return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
+                   max_entries=get_typed(kwargs, "list_dir_max_entries", 200))
+
+    def _run(self, path: str = "") -> str:
+        shown, parts = self.workspace.resolve(str(path))
+        try:
+            entries = self.workspace.entries(parts, shown)
+        except NotADirectoryError:
+            raise ToolInputError(f"'{shown}' is a file, not a folder; use read-file to read it.") from None
+        except OSError as exc:
+            raise self._failed(exc, shown) from None
+        return self._render(shown, entries)
+
+    def _render(self, shown: str, entries: list[tuple[str, str, int]]) -> str:
+        where = "the workspace" if shown == "." else f"'{shown}'"
+        if not entries:
+            return f"{where} is empty."
+        entries.sort(key=lambda e: (e[1] != "dir", e[0]))
+        count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+        lines = [f"{where} holds {count} (type, size in bytes, name):"]
+        for name, kind, size in entries[: self.max_entries]:
+            label = f"{name}/" if kind == "dir" else name
+            lines.append(f"{kind:<5} {size if kind == 'file' else '-':>10}  {label}")
+        if len(entries) > self.max_entries:
+            lines.append(f"... and {len(entries) - self.max_entries} more entries (list_dir_max_entries)")
+        return "\n".join(lines)
