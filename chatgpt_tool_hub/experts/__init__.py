@@ -1,0 +1,52 @@
+"""Expert-model tools: HuggingFace models as tools, loaded lazily and shared per process.
+
+Importing this package is light: no torch, transformers or PIL is imported
+until a tool is first called. ``EXPERT_TOOLS`` maps each tool name to the
+module and class that implement it (every class has ``from_config(**kwargs)``
+accepting any extra keys); none of them is a default tool.
+
+* ``experts.base.ExpertTool`` — the base class (its docstring says how to add a tool)
+* ``experts.manager.ModelManager`` / ``default_manager()`` — lazy loads, warm models, LRU budget
+* ``experts.devices`` — ``<tool>_device``, ``expert_load``, ``expert_device`` and dtype
+* ``experts.files`` — Visual ChatGPT file names inside the workspace
+* ``experts.remote`` — Hugging Face inference API endpoints
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any, Callable
+
+__all__ = ["EXPERT_TOOLS", "EXPERT_DESCRIPTIONS", "expert_factory", "register_expert_tools"]
+
+# name -> (module, class)
+EXPERT_TOOLS: dict[str, tuple[str, str]] = {
+    "image-captioning": ("chatgpt_tool_hub.experts.vision", "ImageCaptioningTool"),
+    "object-detection": ("chatgpt_tool_hub.experts.vision", "ObjectDetectionTool"),
+    "image-classification": ("chatgpt_tool_hub.experts.vision", "ImageClassificationTool"),
+}
+
+# name -> one line for tool listings (the full description lives on the class)
+EXPERT_DESCRIPTIONS: dict[str, str] = {
+    "image-captioning": "Describe an image in one sentence (BLIP; expert model, runs on GPU when available).",
+    "object-detection": "Find objects in an image with boxes, and draw them (DETR; expert model).",
+    "image-classification": "Top-5 labels of an image (ViT; expert model).",
+}
+
+
+def expert_factory(name: str) -> Callable[..., Any]:
+    """A registry factory for ``name`` that imports its module only when the tool is built."""
+    module, cls = EXPERT_TOOLS[name]
+
+    def build(**kwargs: Any) -> Any:
+        return getattr(import_module(module), cls).from_config(**kwargs)
+
+    build.__qualname__ = f"{cls}.from_config"
+    return build
+
+
+def register_expert_tools(registry: Any) -> None:
+    """Register every expert tool (non-default) in a ``ToolRegistry``."""
+    for name in EXPERT_TOOLS:
+        registry.register_tool(name, expert_factory(name), [], default=False,
+                               description=EXPERT_DESCRIPTIONS.get(name, ""))

@@ -1,0 +1,247 @@
+"""``ExpertTool``: a HuggingFace model as a tool (Visual ChatGPT style, loaded lazily).
+
+How to add an expert tool
+-------------------------
+1. Subclass ``ExpertTool`` and set the class attributes:
+   ``name`` (``"depth-estimation"``), ``task`` (the ``transformers.pipeline``
+   task), ``default_model`` (a hub id), ``description`` (Visual ChatGPT style:
+   what it does, when to use it, inputs, outputs, an example), ``parameters``
+   (a JSON schema; name file parameters ``image``/``audio``/``video`` so they
+   are resolved inside the workspace, text ones ``text``/``question``),
+   ``output_kind`` (``"image"``/``"audio"`` when the observation names a file
+   it wrote), ``half_precision`` (False when the model breaks in float16) and
+   ``options`` (extra settings read as ``<tool>_<option>``, typed like their
+   default, available as ``self.options[...]``).
+2. Implement ``call_local(self, model, **inputs)``: run the loaded pipeline
+   (``inputs`` are the arguments, file parameters as absolute paths; use
+   ``open_image``/``read_wav``) and return its raw result.
+3. Implement ``render(self, result, **inputs) -> str``: turn the raw result
+   (local, or the remote endpoint's JSON of the same shape) into the
+   observation; save made files with ``self.save_image(...)`` /
+   ``self.save_audio(...)``, which return the workspace-relative name to show.
+4. Optionally override ``call_remote(self, endpoint, **inputs)`` (default: POST
+   the one file input as bytes, else ``{"inputs": text}``) and
+   ``load_model(self, device, dtype)`` (default: ``transformers.pipeline``;
+   override for diffusers or a custom processor).
+5. Add ``"name": ("module", "Class")`` to ``EXPERT_TOOLS`` in
+   ``experts/__init__.py`` and a tiny-model fixture in ``tests/experts/conftest.py``.
+
+Settings each tool reads (``<tool>`` = name with ``-`` → ``_``): ``<tool>_model``
+(hub id or local folder), ``<tool>_device`` / ``expert_load`` / ``expert_device``
+(see ``experts.devices``), ``<tool>_endpoint`` + ``hf_token`` (remote),
+``expert_memory_budget_mb``, ``workspace_dir``. Nothing is loaded when the
+tool is built: the model is loaded through the ``ModelManager`` on first call.
+Models are shared by the whole process, so ``close()`` leaves them warm;
+``tool.unload()`` evicts one, ``default_manager().clear()`` all of them.
+Every failure inside a call becomes a ``ToolExecutionError`` (an observation).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from ..config import coerce_as, get_typed
+from ..errors import ConfigError, ModelFeedbackError, ToolExecutionError, UserError
+from ..tools.base import Tool
+from . import files
+from .devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool_key
+from .manager import ModelManager, default_manager
+from .remote import RemoteEndpoint
+
+__all__ = ["ExpertTool", "open_image"]
+
+
+class ExpertTool(Tool):
+    """Base class of the expert-model tools; see the module docstring for how to add one."""
+
+    task: ClassVar[str] = ""
+    default_model: ClassVar[str] = ""
+    half_precision: ClassVar[bool] = True
+    options: dict[str, Any] = {}  # class level: defaults; instance level: the configured values
+    pipeline_kwargs: ClassVar[dict[str, Any]] = {}  # extra keyword arguments for transformers.pipeline
+
+    def __init__(self, *, model: str | None = None, device: str | DevicePlan | None = None,
+                 endpoint: str | None = None, hf_token: str | None = None,
+                 workspace_dir: str | os.PathLike = "./workspace", options: Mapping[str, Any] | None = None,
+                 manager: ModelManager | None = None, proxy: str | None = None, remote_timeout: float = 120.0):
+        prefix = tool_key(self.name)
+        self.model = (model or self.default_model).strip()
+        if not self.model:
+            raise ConfigError(f"tool '{self.name}' has no model: set {prefix}_model", key=f"{prefix}_model")
+        if isinstance(device, DevicePlan):
+            self.device_plan = device
+        else:
+            plain = normalize_device(device, f"{prefix}_device") if device else None
+            self.device_plan = DevicePlan(plain, f"{prefix}_device" if plain else "default", self.half_precision)
+        self.workspace = Path(workspace_dir).expanduser().resolve()
+        self.options = {**type(self).options, **dict(options or {})}
+        self.manager = manager or default_manager()
+        self.endpoint = (RemoteEndpoint(endpoint, token=hf_token, setting=f"{prefix}_endpoint", proxy=proxy,
+                                        timeout=remote_timeout) if endpoint else None)
+        self.hf_token = hf_token or None
+        self._device: str | None = None  # resolved on first local use
+
+    @classmethod
+    def from_config(cls, **kwargs: Any) -> "ExpertTool":
+        """Build from configuration kwargs; unrelated keys and empty strings are ignored. Loads nothing."""
+        prefix = tool_key(cls.name)
+        manager = default_manager()
+        budget = get_typed(kwargs, "expert_memory_budget_mb", None)
+        if budget is not None:
+            budget = coerce_as("expert_memory_budget_mb", budget, float)
+            if budget < 0:
+                raise ConfigError("setting 'expert_memory_budget_mb' must be >= 0 (0 = unlimited)",
+                                  key="expert_memory_budget_mb")
+            manager.memory_budget_mb = budget
+        return cls(
+            model=get_typed(kwargs, f"{prefix}_model", None),
+            device=plan_device(cls.name, kwargs, half_precision=cls.half_precision),
+            endpoint=get_typed(kwargs, f"{prefix}_endpoint", None),
+            hf_token=get_typed(kwargs, "hf_token", None),
+            workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
+            options={k: get_typed(kwargs, f"{prefix}_{k}", v) for k, v in cls.options.items()},
+            proxy=get_typed(kwargs, "proxy", None),
+            manager=manager,
+        )
+
+    # ---- running -------------------------------------------------------------------
+
+    def _run(self, **arguments: Any) -> str:
+        inputs = self.prepare(arguments)
+        if self.endpoint is not None and not self.is_loaded():
+            result = self._guarded(self.call_remote, self.endpoint, **inputs)
+        else:
+            model = self._guarded(self.load)
+            with self.manager.call_lock(self.model_key):
+                result = self._guarded(self.call_local, model, **inputs)
+        return self._guarded(self.render, result, **inputs)
+
+    def prepare(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Arguments with file parameters (image/audio/video) resolved to absolute workspace paths."""
+        inputs = dict(arguments)
+        for name, kind in self.input_kinds().items():
+            if kind != "text" and name in inputs:
+                inputs[name] = files.resolve_input(inputs[name], self.workspace, kind)
+        return inputs
+
+    def _guarded(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a step; a failure becomes a ``ToolExecutionError`` (an observation), not a crash."""
+        try:
+            return step(*args, **kwargs)
+        except (ModelFeedbackError, UserError):
+            raise
+        except Exception as exc:
+            text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            if "out of memory" in text.lower():
+                raise ToolExecutionError(
+                    f"{self.name} ran out of memory on {self._device}: set {tool_key(self.name)}_device=cpu "
+                    f"or a smaller expert_memory_budget_mb") from exc
+            message = f"{self.name} failed: {type(exc).__name__}: {text}"
+            if step == self.call_local and isinstance(exc, (AttributeError, TypeError, KeyError, IndexError)):
+                # the usual cause: a model made for another task
+                message += (f"; check that {tool_key(self.name)}_model ({self.model}) is a model for "
+                            f"the {self.task!r} task")
+            raise ToolExecutionError(message) from exc
+
+    # ---- the model -----------------------------------------------------------------
+
+    @property
+    def device(self) -> str:
+        """The concrete device (resolving the default imports torch)."""
+        if self._device is None:
+            self._device = self.device_plan.resolve()
+        return self._device
+
+    @property
+    def dtype(self) -> str:
+        return pick_dtype(self.device, self.device_plan.half_precision and self.half_precision)
+
+    @property
+    def model_key(self) -> tuple[str, str, str, str]:
+        """What the manager caches on: one load per (model, task, device, dtype) per process."""
+        return (self.model, self.task, self.device, self.dtype)
+
+    def is_loaded(self) -> bool:
+        """Whether the model is warm, without importing torch when nothing has loaded it."""
+        if self._device is None and self.device_plan.device is None and "torch" not in sys.modules:
+            return False
+        return self.manager.is_loaded(self.model_key)
+
+    def load(self) -> Any:
+        """The warm model, loading it on first use (call it to warm up ahead of time)."""
+        device, dtype = self.device, self.dtype
+        return self.manager.get(self.model_key, lambda: self.load_model(device, dtype), device=device)
+
+    def unload(self) -> bool:
+        """Evict this tool's model from the manager; True when it was loaded."""
+        return self.is_loaded() and self.manager.evict(self.model_key)
+
+    def load_model(self, device: str, dtype: str) -> Any:
+        """Build the model object; the default is ``transformers.pipeline(self.task, ...)``."""
+        from .loading import load_pipeline
+
+        prefix = tool_key(self.name)
+        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
+        return load_pipeline(self.task, self.model, device=device, dtype=dtype, tool=self.name,
+                             setting=f"{prefix}_model", device_setting=device_setting, token=self.hf_token,
+                             **self.pipeline_kwargs)
+
+    # ---- what subclasses implement ---------------------------------------------------
+
+    def call_local(self, model: Any, **inputs: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError(f"expert tool '{self.name}' does not implement call_local")
+
+    def call_remote(self, endpoint: RemoteEndpoint, **inputs: Any) -> Any:
+        """POST the one file input as bytes, else ``{"inputs": <the text input>}``."""
+        kinds = self.input_kinds()
+        file_inputs = [inputs[n] for n, k in kinds.items() if k != "text" and n in inputs]
+        if len(file_inputs) == 1 and len(inputs) == 1:
+            return endpoint.post_file(file_inputs[0])
+        if len(inputs) == 1:
+            return endpoint.post_json(next(iter(inputs.values())))
+        raise ToolExecutionError(f"{self.name} cannot run on a remote endpoint with several inputs; "
+                                 f"unset {tool_key(self.name)}_endpoint to run it locally")
+
+    def render(self, result: Any, **inputs: Any) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError(f"expert tool '{self.name}' does not implement render")
+
+    # ---- helpers for subclasses -----------------------------------------------------
+
+    def rel(self, path: str | os.PathLike) -> str:
+        """A workspace path as the observation shows it (relative, ``/`` separators)."""
+        return files.relative(path, self.workspace)
+
+    def save_image(self, image: Any, input_path: str | os.PathLike | None, op: str) -> str:
+        """Save a PIL image under the chained output name (or a fresh one); returns the relative name."""
+        name = (files.output_path(self.rel(input_path), op, "png") if input_path
+                else files.new_path(self.workspace, "image", "png"))
+        target = self.workspace / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        image.save(target, "PNG")
+        return name
+
+    def save_audio(self, samples: Any, sampling_rate: int, input_path: str | os.PathLike | None, op: str) -> str:
+        """Save audio samples as WAV under the chained output name (or a fresh one)."""
+        name = (files.output_path(self.rel(input_path), op, "wav") if input_path
+                else files.new_path(self.workspace, "audio", "wav"))
+        target = self.workspace / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        files.write_wav(target, samples, sampling_rate)
+        return name
+
+
+def open_image(path: str | os.PathLike) -> Any:
+    """A PIL RGB image, or ``ToolInputError`` when the file is not an image."""
+    from PIL import Image, UnidentifiedImageError
+
+    from ..errors import ToolInputError
+
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ToolInputError(f"file '{os.path.basename(path)}' is not an image this tool can read "
+                             f"({type(exc).__name__})") from None

@@ -1,0 +1,123 @@
+"""Build a ``transformers.pipeline`` for an expert tool, with errors that say what to fix.
+
+torch and transformers are imported here, inside functions, never at import
+time. A hub id is first looked up in the local Hugging Face cache only (no
+network, no retries); when it is not there and the process is not offline
+(``HF_HUB_OFFLINE``), transformers downloads it, with huggingface_hub's
+progress bars on stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from ..errors import ToolExecutionError, UserError
+from . import progress
+
+__all__ = ["import_backend", "load_pipeline", "is_offline", "looks_like_path", "INSTALL_HINT"]
+
+log = logging.getLogger("chatgpt_tool_hub.experts")
+
+INSTALL_HINT = 'pip install "chatgpt-tool-hub[experts]"'
+
+
+def import_backend() -> tuple[Any, Any]:
+    """``(torch, transformers)`` or a ``UserError`` naming the extra to install."""
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise UserError(f"expert tools need torch and transformers, which are not installed "
+                        f"({exc.name or exc}): {INSTALL_HINT}") from exc
+    return torch, transformers
+
+
+def is_offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def looks_like_path(source: str) -> bool:
+    """A local path rather than a hub id (``org/name``)."""
+    return (source.startswith(("/", "./", "../", "~", "\\", "."))
+            or (len(source) > 1 and source[1] == ":")
+            or source.count("/") > 1
+            or os.path.exists(source))
+
+
+def load_pipeline(task: str, source: str, *, device: str, dtype: str, tool: str, setting: str,
+                  device_setting: str = "expert_device", token: str | None = None, **kwargs: Any) -> Any:
+    """``transformers.pipeline(task, model=source, device=device, dtype=dtype, **kwargs)``.
+
+    ``tool`` and ``setting`` (e.g. ``image_captioning_model``) name what to fix
+    in error messages. Raises ``ToolExecutionError`` when the model cannot be
+    loaded and ``UserError`` when a Python package is missing.
+    """
+    torch, transformers = import_backend()
+    local = os.path.expanduser(source)
+    is_dir = os.path.isdir(local)
+    if not is_dir and looks_like_path(source):
+        raise ToolExecutionError(f"could not load model {source!r} for {tool}: no such folder; "
+                                 f"set {setting} to a folder made by save_pretrained or to a hub id")
+    args = dict(kwargs, device=device, dtype=getattr(torch, dtype))
+    if token:
+        args["token"] = token
+    label = f"{source} for {tool} on {device}"
+    try:
+        folder = local if is_dir else _cached_snapshot(source, token)
+        if folder is not None:
+            try:
+                with progress.loading(label):
+                    return transformers.pipeline(task, model=folder, **args)
+            except OSError:
+                if is_dir or is_offline():
+                    raise  # otherwise a partial cache: let the hub complete it below
+        elif is_offline():
+            raise OSError(f"{source} is not in the Hugging Face cache")
+        log.info("%s is not in the Hugging Face cache: downloading it (progress on stderr)", source)
+        return transformers.pipeline(task, model=source, **args)
+    except ImportError as exc:
+        raise UserError(f"loading {source!r} for {tool} needs a package that is not installed: "
+                        f"{_first_line(exc)} (or set {setting} to another model)") from exc
+    except OSError as exc:
+        raise ToolExecutionError(_not_found(source, tool, setting, exc, is_dir)) from exc
+    except (AssertionError, RuntimeError) as exc:
+        if "cuda" in str(exc).lower() or "device" in str(exc).lower():
+            raise ToolExecutionError(f"could not load model {source!r} for {tool} on {device}: "
+                                     f"{_first_line(exc)}; set {device_setting} (e.g. cpu)") from exc
+        raise ToolExecutionError(f"could not load model {source!r} for {tool}: {_first_line(exc)}") from exc
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ToolExecutionError(f"could not load model {source!r} for {tool}: {_first_line(exc)}; "
+                                 f"set {setting} to a model that supports the {task!r} task") from exc
+
+
+def _cached_snapshot(repo_id: str, token: str | None) -> str | None:
+    """The cached snapshot folder of a hub id, without touching the network; None when not cached."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo_id, local_files_only=True, token=token or None)
+    except Exception:  # not cached, not a valid id, or an old huggingface_hub
+        return None
+
+
+def _not_found(source: str, tool: str, setting: str, exc: BaseException, is_dir: bool) -> str:
+    if is_dir:
+        return (f"could not load model {source!r} for {tool}: the folder is incomplete or unreadable "
+                f"({_first_line(exc)}); set {setting} to a folder made by save_pretrained")
+    kind = type(exc).__name__.lower()
+    text = str(exc).lower()
+    if "repositorynotfound" in kind or "is not a valid model identifier" in text or "404" in text:
+        why = "no such model on the Hugging Face hub"
+    elif is_offline():
+        why = "not found locally and the hub is unreachable (offline mode is on)"
+    else:
+        why = "not found locally and the hub is unreachable"
+    return f"could not load model {source!r} for {tool}: {why}; set {setting} to a local path"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]

@@ -1,0 +1,147 @@
+"""ModelManager: one load per key under concurrency, LRU eviction under a budget, memory returned."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import weakref
+
+import pytest
+
+from chatgpt_tool_hub.experts.manager import ModelManager, default_manager, model_bytes
+
+torch = pytest.importorskip("torch")
+
+LINEAR_BYTES = (256 * 256 + 256) * 4  # nn.Linear(256, 256) in float32: 263,168 bytes
+LINEAR_MB = LINEAR_BYTES / 2**20
+
+
+def linear():
+    return torch.nn.Linear(256, 256)
+
+
+def test_model_bytes():
+    assert model_bytes(linear()) == LINEAR_BYTES
+
+    class Pipe:
+        model = linear()
+
+    assert model_bytes(Pipe()) == LINEAR_BYTES
+    shared = linear()
+
+    class Diffusers:
+        components = {"unet": shared, "vae": shared, "scheduler": object()}
+
+    assert model_bytes(Diffusers()) == LINEAR_BYTES  # shared tensors counted once
+    assert model_bytes(object()) == 0
+
+
+def test_eight_threads_load_once():
+    manager = ModelManager()
+    calls = []
+    barrier = threading.Barrier(8)
+
+    def loader():
+        calls.append(1)
+        time.sleep(0.2)
+        return linear()
+
+    results = []
+
+    def worker():
+        barrier.wait()
+        results.append(manager.get(("m", "task", "cpu"), loader, device="cpu"))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert len({id(r) for r in results}) == 1 and len(results) == 8
+    stats = manager.stats()
+    assert (stats["loads"], stats["hits"], stats["resident"]) == (1, 7, 1)
+    assert stats["resident_mb"] == round(LINEAR_MB, 3)
+
+
+def test_lru_eviction_under_budget():
+    manager = ModelManager(memory_budget_mb=LINEAR_MB * 2.5)  # fits two
+    refs = {}
+
+    def load(name):
+        def loader():
+            model = linear()
+            refs[name] = weakref.ref(model)
+            return model
+        return manager.get(name, loader)
+
+    load("A")
+    load("B")
+    load("C")
+    assert not manager.is_loaded("A") and manager.is_loaded("B") and manager.is_loaded("C")
+    gc.collect()
+    assert refs["A"]() is None  # the memory really returned
+    assert manager.stats()["evictions"] == 1
+
+    load("B")  # touch B: C is now the least recently used
+    load("A")  # reloads A, evicting C
+    assert manager.is_loaded("A") and manager.is_loaded("B") and not manager.is_loaded("C")
+    stats = manager.stats()
+    assert (stats["loads"], stats["hits"], stats["evictions"], stats["resident"]) == (4, 1, 2, 2)
+    assert stats["resident_mb"] <= manager.memory_budget_mb
+
+
+def test_unlimited_budget_keeps_everything():
+    manager = ModelManager()
+    for name in "ABCDE":
+        manager.get(name, linear)
+    assert manager.stats()["resident"] == 5 and manager.stats()["evictions"] == 0
+
+
+def test_model_bigger_than_budget_is_still_loaded():
+    manager = ModelManager(memory_budget_mb=LINEAR_MB / 2)
+    manager.get("A", linear)
+    manager.get("B", linear)
+    assert manager.stats()["models"] == ["B"]
+
+
+def test_size_override_and_explicit_eviction():
+    manager = ModelManager(memory_budget_mb=10)
+    manager.get("big", object, size_mb=8)
+    manager.get("small", object, size_mb=1)
+    manager.get("other", object, size_mb=4)
+    assert manager.stats()["models"] == ["small", "other"]
+    assert manager.evict("small") is True and manager.evict("small") is False
+    manager.clear()
+    assert manager.stats()["resident"] == 0
+
+
+def test_failed_load_is_not_cached():
+    manager = ModelManager()
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise OSError("hub unreachable")
+        return linear()
+
+    with pytest.raises(OSError):
+        manager.get("m", flaky)
+    assert manager.get("m", flaky) is not None
+    stats = manager.stats()
+    assert (stats["failures"], stats["loads"]) == (1, 1)
+
+
+def test_call_lock_is_per_model():
+    manager = ModelManager()
+    manager.get("a", linear)
+    manager.get("b", linear)
+    assert manager.call_lock("a") is manager.call_lock("a")
+    assert manager.call_lock("a") is not manager.call_lock("b")
+
+
+def test_default_manager_is_shared_but_separate_instances_exist():
+    assert default_manager() is default_manager()
+    assert ModelManager() is not default_manager()
