@@ -22,6 +22,7 @@ HELP = """Commands:
   /reset        forget the conversation
   /depth N      allow N tool calls per question
   /model NAME   switch the chat model
+  /image PATH   hand an image (or WAV audio) to the conversation
   /help         this text
   /exit         leave (Ctrl-D works too)"""
 
@@ -140,7 +141,7 @@ def cmd_ask(args) -> int:
     app = _create_app(args, console)
     view = EventView(console, verbose=args.verbose)
     try:
-        for event in app.stream(" ".join(args.question)):
+        for event in app.stream(" ".join(args.question), files=args.file or ()):
             view(event)
     finally:
         view.close()
@@ -210,6 +211,15 @@ def _repl_command(line: str, app, console) -> bool:
                 console.print(f"model is now {arg}")
             except ToolHubError as exc:
                 console.print(f"cannot switch model: {exc}", markup=False)
+    elif name in ("/image", "/file", "/audio"):
+        if not arg:
+            console.print(f"usage: {name} PATH", markup=False)
+        else:
+            try:
+                saved = app.add_file(arg.strip("'\""))
+                console.print(f"received: saved as {saved} in the workspace", markup=False)
+            except ToolHubError as exc:
+                console.print(f"cannot use that file: {exc}", markup=False)
     elif name == "/help":
         console.print(HELP, markup=False)
     else:
@@ -274,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="answer one question")
     ask.add_argument("question", nargs="+")
     ask.add_argument("-v", "--verbose", action="store_true", help="show the inner monologue")
+    ask.add_argument("-f", "--file", action="append", help="an image or WAV file to hand over (repeatable)")
     ask.set_defaults(func=cmd_ask)
     run = sub.add_parser("run", help="run one tool on an input (pure mode, no LLM)")
     run.add_argument("tool")

@@ -57,6 +57,16 @@ SETTINGS: dict[str, Setting] = {
         Setting("memory_max_tokens", int, 2000, "token budget of the chat history kept per session"),
         Setting("observation_max_chars", int, 4000, "longer observations keep head and tail"),
         Setting("prompt_language", str, "auto", "'en', 'zh' or 'auto' (by the question's script)"),
+        Setting("expert_device", str, None, "device of every expert model unless <tool>_device says otherwise"),
+        Setting("expert_load", str, None, "TaskMatrix-style placement, e.g. image-captioning_cuda:0,object-detection_cpu"),
+        Setting("expert_memory_budget_mb", int, 0, "evict least-recently-used expert models past this (0: no limit)"),
+        Setting("expert_half_precision", bool, True, "float16 on GPU where the model allows"),
+        Setting("hf_token", str, None, "token for Hugging Face downloads and inference endpoints", secret=True),
+        Setting("planner_max_tasks", int, 20, "planner mode: most tasks a plan may hold"),
+        Setting("planner_max_workers", int, 4, "planner mode: tasks run in parallel at most"),
+        Setting("planner_task_timeout", float, 120.0, "planner mode: seconds per task"),
+        Setting("planner_model_selection", str, "llm", "planner mode: llm, downloads or embedding"),
+        Setting("planner_top_k", int, 5, "planner mode: candidate models offered to the LLM"),
         Setting("workspace_dir", str, "./workspace", "working directory of transactional tools"),
     )
 }

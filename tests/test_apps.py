@@ -196,3 +196,24 @@ def test_garbage_and_empty_llm_responses_are_parse_failures_not_tracebacks(chat_
     result = app.run("q")
     assert result.stopped_by == "parse_error"
     assert result.output == "The model returned an empty reply."
+
+
+def test_planner_app_type_builds_the_planner():
+    import json as _json
+
+    from chatgpt_tool_hub.planner.app import PlannerApp
+    from chatgpt_tool_hub.tools import tool
+
+    @tool(name="shout", description="Upper-case a text.")
+    def shout(text: str) -> str:
+        return text.upper()
+
+    plan = _json.dumps([{"task": "shout", "id": 0, "dep": [-1], "args": {"text": "hello"}}])
+    llm = ScriptedLLM([plan, "The tool said HELLO."])
+    app = AppFactory().create_app(app_type="planner", tools_list=[shout], llm=llm, no_default=True,
+                                  planner_max_workers="2")
+    assert isinstance(app, PlannerApp) and app.app_type == "planner"
+    result = app.run("shout hello")
+    assert result.tasks[0].status == "ok" and result.tasks[0].output == "HELLO"
+    assert result.output == "The tool said HELLO." and result.llm_calls == 2
+    assert any("HELLO" in m["content"] for m in llm.requests[1])  # the response prompt carries the results

@@ -76,7 +76,7 @@ class FakePlugin:
 def test_chatbot_plugin_call_sequence(chat_server, tmp_path):
     plugin = FakePlugin(chat_server.url, ["python", "url-get", "no-such-tool", "meteo-weather"])
     assert isinstance(plugin.app, App)
-    assert plugin.app.tool_names == ["python"]
+    assert plugin.app.tool_names == ["python", "read-file", "list-dir", "url-get", "meteo-weather"]
 
     session = [{"role": "system", "content": "你是一个聊天机器人。"}]
     chat_server.replies = [act("python", "print(6 * 7)"), answer("答案是 42")]

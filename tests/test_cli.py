@@ -97,3 +97,21 @@ def test_console_script_is_installed():
     proc = subprocess.run([sys.executable, "-m", "chatgpt_tool_hub.cli", "--version"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and "chatgpt_tool_hub" in proc.stdout
+
+
+def test_repl_image_command_and_ask_with_file(server_env, capsys, monkeypatch, tmp_path):
+    from PIL import Image
+
+    monkeypatch.setattr(cli, "HISTORY_FILE", str(tmp_path / "history"))
+    monkeypatch.setenv("WORKSPACE_DIR", str(tmp_path / "ws"))
+    picture = tmp_path / "p.png"
+    Image.new("RGB", (40, 20)).save(picture)
+    lines = iter([f"/image {picture}", "/image /no/such/file.png", "what is it?", "/exit"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    server_env.replies = [answer("a picture"), answer("also a picture")]
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert "received: saved as image/" in out and "cannot use that file" in out
+    assert "image/" in server_env.bodies[0]["messages"][-3]["content"]
+    assert cli.main(["ask", "--file", str(picture), "and", "now?"]) == 0
+    assert "image/" in server_env.bodies[1]["messages"][-3]["content"]

@@ -95,7 +95,7 @@ def test_streaming_events_shows_every_kind(tmp_path):
 
 def test_chatbot_plugin_follows_the_call_sequence(tmp_path):
     out = ok(run_python(EXAMPLES / "chatbot_plugin.py", tmp_path))
-    assert "tools of the app: ['python']" in out
+    assert "tools of the app: ['python', 'read-file', 'list-dir', 'url-get', 'meteo-weather']" in out
     assert "bot> 6 x 7 = 42" in out
     assert "bot> You asked me to multiply 6 by 7." in out
     assert "the question was sent once" in out

@@ -285,8 +285,9 @@ def test_from_config_ignores_junk_and_checks_values(tmp_path):
 def test_registration_and_flags(tmp_path):
     assert WriteFileTool.dangerous is True
     assert ReadFileTool.dangerous is False and ListDirTool.dangerous is False
+    assert BUILTIN_TOOLS["write-file"][3] is False  # never a default tool: it changes files
+    assert BUILTIN_TOOLS["read-file"][3] is True and BUILTIN_TOOLS["list-dir"][3] is True
     for name in ("read-file", "write-file", "list-dir"):
-        assert BUILTIN_TOOLS[name][3] is False  # none is a default tool
         tool = main_tool_register.build(name, workspace_dir=str(tmp_path), unrelated="")
         assert tool.name == name
 

