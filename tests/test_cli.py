@@ -115,3 +115,16 @@ def test_repl_image_command_and_ask_with_file(server_env, capsys, monkeypatch, t
     assert "image/" in server_env.bodies[0]["messages"][-3]["content"]
     assert cli.main(["ask", "--file", str(picture), "and", "now?"]) == 0
     assert "image/" in server_env.bodies[1]["messages"][-3]["content"]
+
+
+def test_terminal_asks_before_a_dangerous_tool(server_env, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "HISTORY_FILE", str(tmp_path / "history"))
+    monkeypatch.setenv("WORKSPACE_DIR", str(tmp_path / "ws"))
+    answers = iter(["run it", "n", "/exit"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    server_env.replies = [act("terminal", "touch made-by-terminal"), answer("I was not allowed.")]
+    assert cli.main(["--tools", "terminal"]) == 0
+    out = capsys.readouterr().out
+    assert "terminal wants to run with input" in out and "I was not allowed." in out
+    assert not (tmp_path / "ws" / "made-by-terminal").exists()
+    assert "did not approve" in server_env.bodies[1]["messages"][-1]["content"]
