@@ -103,3 +103,12 @@ def test_chinese_announcement(picture, tmp_path):
     app, llm = make_app([answer("红色")], tools=[fake_captioner], workspace_dir=str(tmp_path / "ws"))
     app.ask("这张图片是什么颜色？", files=[picture])
     assert "我提供了一个图片" in llm.requests[0][-3]["content"] and llm.requests[0][-2]["content"] == "收到。"
+
+
+def test_planner_app_takes_files_too(picture, tmp_path):
+    llm = ScriptedLLM(["[]\nAnswer: a red picture"])
+    app = AppFactory().create_app(app_type="planner", tools_list=[fake_captioner], llm=llm, no_default=True,
+                                  workspace_dir=str(tmp_path / "ws"))
+    app.ask("what is in my picture?", files=[picture])
+    planning = " ".join(m["content"] for m in llm.requests[0])
+    assert re.search(r"image/[0-9a-f]+\.png", planning)

@@ -8,6 +8,7 @@ or the environment.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from ..config import is_secret_key
@@ -18,6 +19,7 @@ from ..llm.build import NO_LLM_HELP, build_llm
 from ..tools.base import Tool
 from ..tools.registry import ToolRegistry
 from .app import App
+from .files import announce_file
 from .logs import configure_logging
 from .settings import ResolvedConfig, load_settings
 
@@ -70,10 +72,12 @@ class AppFactory:
         tools = self._build_tools(registry, tools_list, config)
         if llm is None:
             llm = build_llm(config.values)
+        announcer = partial(announce_file, workspace=config.get("workspace_dir") or "./workspace")
         if app_type == "planner":
             from ..planner.app import PlannerApp
 
-            return PlannerApp.from_config(llm, tools, config.values, callbacks=callbacks, approve=approve)
+            return PlannerApp.from_config(llm, tools, config.values, callbacks=callbacks, approve=approve,
+                                          file_announcer=announcer)
         settings = EngineSettings(
             think_depth=config["think_depth"],
             max_parse_retries=config["max_parse_retries"],
@@ -88,7 +92,8 @@ class AppFactory:
         app = App(llm, tools, settings=settings, memory_max_tokens=config["memory_max_tokens"],
                   approve=approve, callbacks=callbacks, llm_builder=llm_builder,
                   config={k: v for k, v in values.items() if not is_secret_key(k)}, registry=registry,
-                  tool_config=values, budget_limits=(config["max_llm_calls"], config["max_tool_calls"]))
+                  tool_config=values, budget_limits=(config["max_llm_calls"], config["max_tool_calls"]),
+                  file_announcer=announcer)
         log.debug("created %r with model %s", app, getattr(llm, "model_name", type(llm).__name__))
         return app
 

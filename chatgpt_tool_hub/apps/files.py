@@ -16,7 +16,7 @@ from ..errors import ModelFeedbackError, UserError
 from ..llm.base import Message
 from ..tools.base import Tool
 
-__all__ = ["ingest_file", "announcement", "IMAGE_EXTENSIONS", "AUDIO_EXTENSIONS"]
+__all__ = ["announce_file", "ingest_file", "announcement", "IMAGE_EXTENSIONS", "AUDIO_EXTENSIONS"]
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
 AUDIO_EXTENSIONS = {".wav", ".wave"}
@@ -81,3 +81,10 @@ def announcement(kind: str, name: str, description: str, language: str = "en") -
         extra = f" The description is: {description}." if description else ""
     text = user.replace("{kind}", kind_text).replace("{name}", name).replace("{description}", extra)
     return [{"role": "user", "content": text}, {"role": "assistant", "content": ack}]
+
+
+def announce_file(source: Any, language: str, tools: dict[str, Tool], *, workspace: str | os.PathLike,
+                  sampling_rate: int | None = None) -> tuple[list[Message], str]:
+    """Ingest ``source`` and return the announcement messages and the new name (an app's file announcer)."""
+    kind, name = ingest_file(source, workspace, sampling_rate=sampling_rate)
+    return announcement(kind, name, describe(kind, name, tools), language), name
