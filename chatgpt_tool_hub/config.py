@@ -41,6 +41,7 @@ SETTINGS: dict[str, Setting] = {
                 env=("OPENAI_API_BASE", "OPENAI_BASE_URL")),
         Setting("model_name", str, "gpt-4o-mini", "chat model; 'local:<hub id or path>' runs it in-process"),
         Setting("local_device", str, None, "device of a local: model (cuda, cuda:1, cpu); default cuda when available"),
+        Setting("local_max_new_tokens", int, 512, "most tokens a local: model generates per call"),
         Setting("deployment_id", str, None, "Azure OpenAI deployment id (turns on the Azure client)"),
         Setting("azure_api_version", str, "2024-06-01", "Azure OpenAI API version"),
         Setting("think_depth", int, 3, "max tool calls per question, per engine"),

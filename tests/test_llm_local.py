@@ -189,3 +189,16 @@ def test_bad_arguments():
         LocalLLM("local:")
     with pytest.raises(UserError):
         LocalLLM("local:x", max_new_tokens=0)
+
+
+def test_create_app_with_a_local_model(tiny_model):
+    from chatgpt_tool_hub.apps import AppFactory
+    from chatgpt_tool_hub.llm.local import LocalLLM as Local
+
+    app = AppFactory().create_app(model_name=f"local:{tiny_model}", local_device="cpu", local_max_new_tokens="8",
+                                  no_default=True)
+    assert isinstance(app.llm, Local) and app.llm.max_new_tokens == 8
+    result = app.run("hello")  # a random model: whatever it says is read as an answer or a parse failure
+    assert isinstance(result.output, str) and result.output
+    assert result.stopped_by in ("answer", "parse_error")
+    assert 1 <= result.usage.llm_calls <= 3 and result.usage.total.completion_tokens >= 1

@@ -32,7 +32,8 @@ def build_llm(raw: Mapping[str, Any]) -> LLM:
         from .local import LocalLLM
 
         return LocalLLM(model[len("local:"):], device=values.get("local_device") or None,
-                        temperature=values.get("temperature") or 0.0)
+                        temperature=values.get("temperature") or 0.0,
+                        max_new_tokens=values.get("local_max_new_tokens") or SETTINGS["local_max_new_tokens"].default)
     base_url = values.get("llm_api_base_url") or DEFAULT_BASE_URL
     key = values.get("llm_api_key")
     deployment = values.get("deployment_id")
