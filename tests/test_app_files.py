@@ -42,6 +42,7 @@ def test_ask_with_an_image_copies_resizes_describes_and_announces(picture, tmp_p
     announce, ack, question = sent[-3], sent[-2], sent[-1]
     name = re.search(r"image/[0-9a-f]+\.png", announce["content"]).group(0)
     assert "a red rectangle" in announce["content"] and "never imagine" in announce["content"]
+    assert announce["content"].startswith("I provide an image named image/")
     assert ack == {"role": "assistant", "content": "Received."}
     assert question["content"] == "What colour is my photo?"
     with Image.open(workspace / name) as saved:
@@ -112,3 +113,13 @@ def test_planner_app_takes_files_too(picture, tmp_path):
     app.ask("what is in my picture?", files=[picture])
     planning = " ".join(m["content"] for m in llm.requests[0])
     assert re.search(r"image/[0-9a-f]+\.png", planning)
+
+
+def test_images_without_pillow_say_which_extra_to_install(picture, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    app, llm = make_app([answer("x")], workspace_dir=str(tmp_path / "ws"))
+    with pytest.raises(UserError, match=r"chatgpt-tool-hub\[experts\]"):
+        app.ask("q", files=[picture])
+    assert llm.requests == []

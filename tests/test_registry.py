@@ -107,7 +107,7 @@ def test_entry_points_register_plugins_and_broken_ones_are_skipped(monkeypatch, 
     monkeypatch.setattr(md, "entry_points", lambda group=None: eps if group == registry_module.ENTRY_POINT_GROUP else [])
     reg = ToolRegistry(discover=True)
     names = reg.get_registered_tool_names()
-    assert {"from-register", "plugin-tool", "python"} <= set(names)
+    assert {"from-register", "plugin-tool", "python", "image-captioning"} <= set(names)  # bundled sets still load
     assert reg.build("plugin-tool").run("hi") == "plugin says hi"
     assert "could not be loaded" in caplog.text
 

@@ -14,8 +14,8 @@ import pytest
 
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.base import ToolContext
-from chatgpt_tool_hub.tools.builtin.url_get import (UrlGetTool, clip_text, html_to_text, split_by_tokens,
-                                                    summarize_text)
+from chatgpt_tool_hub.tools.builtin.url_get import UrlGetTool, clip_text, html_to_text
+from chatgpt_tool_hub.tools.plugins.summary import COMBINE_PROMPT, split_text
 
 HTML = """<!doctype html><html><head><title>Test &amp; Page</title>
 <style>body { color: red }</style><script>var secret = "SCRIPT-CONTENT";</script></head>
@@ -324,16 +324,17 @@ def test_proxy_is_used_and_targets_are_still_checked(server, monkeypatch):
 
 def test_long_pages_are_summarised_map_reduce(server):
     page_text = html_to_text(LONG_HTML)[1]
-    segments = len(split_by_tokens(page_text, 1000))
+    segments = len(split_text(page_text, 1000))
     assert segments >= 3
     llm = ScriptedLLM([(lambda m, i=i: f"summary {i}") for i in range(segments)] + ["FINAL SUMMARY"])
     tool = local_tool(url_get_use_summary=True, url_get_max_chars=2000, summary_max_segment_length=1000)
     out = tool.run(f"{server.base}/long.html", context=ToolContext(llm=llm))
     assert "Summary:\nFINAL SUMMARY" in out and "[note: summary of" in out
     assert llm.calls == segments + 1  # map: one call per segment; reduce: one combining call
-    assert "Part 0." in llm.requests[0][-1]["content"] and "Part 29." in llm.requests[segments - 1][-1]["content"]
-    partials = "\n\n".join(f"summary {i}" for i in range(segments))
-    assert partials in llm.requests[-1][-1]["content"]
+    map_prompts = [r[-1]["content"] for r in llm.requests[:segments]]
+    assert any("Part 0." in p for p in map_prompts) and any("Part 29." in p for p in map_prompts)
+    final = llm.requests[-1][-1]["content"]
+    assert final.startswith(COMBINE_PROMPT) and all(f"summary {i}" in final for i in range(segments))
 
 
 def test_summary_without_llm_falls_back_to_truncation(server):
@@ -348,18 +349,22 @@ def test_short_pages_are_not_summarised(server):
     assert "Heading" in out and llm.calls == 0
 
 
-def test_summarize_text_short_text_takes_one_call():
-    llm = ScriptedLLM(["just one"])
-    assert summarize_text(llm, "a short text", 2500) == "just one" and llm.calls == 1
+def test_summaries_are_charged_to_the_run_budget(server):
+    from chatgpt_tool_hub.engine.budget import Budget
+
+    budget = Budget(max_llm_calls=2)
+    llm = ScriptedLLM([lambda m: "part summary"] * 50)
+    tool = local_tool(url_get_use_summary=True, url_get_max_chars=2000, summary_max_segment_length=1000)
+    out = tool.run(f"{server.base}/long.html", context=ToolContext(llm=llm, budget=budget))
+    assert llm.calls == 2 and budget.llm_calls == 2
+    assert "the summary failed" in out and "budget of 2 LLM calls" in out and "characters omitted" in out
 
 
-def test_summarize_text_reduces_in_rounds():
-    text = "\n".join(f"line {i} " + "word " * 40 for i in range(200))
-    segments = split_by_tokens(text, 300)
-    assert len(segments) > 10 and " ".join(segments).split() == text.split()
-    llm = ScriptedLLM([lambda m: "s " * 100] * 200)
-    assert summarize_text(llm, text, 300)
-    assert len(segments) + 2 <= llm.calls <= len(segments) * 2
+def test_combining_prompt_carries_the_partial_summaries(server):
+    llm = ScriptedLLM([lambda m: "partial"] * 40 + ["FINAL"])
+    tool = local_tool(url_get_use_summary=True, url_get_max_chars=2000, summary_max_segment_length=1000)
+    tool.run(f"{server.base}/long.html", context=ToolContext(llm=llm))
+    assert llm.requests[-1][-1]["content"].startswith(COMBINE_PROMPT)
 
 
 def test_clip_text_keeps_head_and_tail():

@@ -22,7 +22,7 @@ IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".
 AUDIO_EXTENSIONS = {".wav", ".wave"}
 
 _ANNOUNCE = {
-    "en": ("I provide a {kind} named {name}.{description} This information helps you understand the {kind}, "
+    "en": ("I provide {article} {kind} named {name}.{description} This information helps you understand the {kind}, "
            "but you must use tools to look at it or work on it; never imagine its content from this description, "
            "and never invent file names.", "Received."),
     "zh": ("我提供了一个{kind}，文件名是 {name}。{description}这些信息帮助你理解这个{kind}，但处理它时必须使用工具，"
@@ -58,6 +58,9 @@ def _feedback_as_user_error(func, *args: Any) -> str:
         return func(*args)
     except ModelFeedbackError as exc:
         raise UserError(str(exc)) from None
+    except ImportError as exc:  # Pillow / numpy come with the experts extra
+        raise UserError(f"handing files to an app needs {exc.name or 'Pillow'}: "
+                        f'pip install "chatgpt-tool-hub[experts]"') from None
 
 
 def describe(kind: str, name: str, tools: dict[str, Tool]) -> str:
@@ -79,7 +82,9 @@ def announcement(kind: str, name: str, description: str, language: str = "en") -
     else:
         kind_text = kind
         extra = f" The description is: {description}." if description else ""
-    text = user.replace("{kind}", kind_text).replace("{name}", name).replace("{description}", extra)
+    article = "an" if kind_text[:1].lower() in "aeiou" else "a"
+    text = (user.replace("{article}", article).replace("{kind}", kind_text).replace("{name}", name)
+            .replace("{description}", extra))
     return [{"role": "user", "content": text}, {"role": "assistant", "content": ack}]
 
 

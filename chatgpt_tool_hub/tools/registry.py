@@ -22,7 +22,11 @@ from .base import Tool
 __all__ = ["ToolRegistry", "ToolEntry", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "chatgpt_tool_hub.tools"
-_BUILTIN_MODULE = "chatgpt_tool_hub.tools.builtin"
+# the package's own tool sets, declared as entry points in pyproject.toml
+_BUNDLED = {
+    "builtin": "chatgpt_tool_hub.tools.builtin:register_tools",
+    "experts": "chatgpt_tool_hub.experts:register_expert_tools",
+}
 log = logging.getLogger("chatgpt_tool_hub.tools")
 
 ToolFactory = Callable[..., Tool]
@@ -156,14 +160,14 @@ class ToolRegistry:
         """
         from importlib.metadata import entry_points
 
-        seen_builtin = False
+        seen: set[str] = set()
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if ep.value.startswith(_BUILTIN_MODULE):
-                seen_builtin = True
+            seen.add(ep.value)
             self._load_one(ep.name, ep.load)
-        if not seen_builtin:  # running from a source tree that was not pip-installed
-            # the same door as an entry point: a module path and an attribute
-            self._load_one("builtin", lambda: getattr(import_module(_BUILTIN_MODULE), "register_tools"))
+        for label, value in _BUNDLED.items():  # a source tree that was not pip-installed has no entry points
+            if value not in seen:
+                module, attr = value.split(":")
+                self._load_one(label, lambda module=module, attr=attr: getattr(import_module(module), attr))
 
     def _load_one(self, label: str, loader: Callable[[], Any]) -> None:
         try:
