@@ -9,6 +9,13 @@ measures the tool/manager overhead. Point it at real models to measure them:
     python benchmarks/experts.py --real                            # the tools' default hub ids
     python benchmarks/experts.py --model-dir ~/models              # ~/models/<tool-name>/ folders
     python benchmarks/experts.py --model object-detection=hustvl/yolos-tiny --tools object-detection
+    python benchmarks/experts.py --tools speech-recognition text-to-speech --calls 4
+
+Each tool gets the input it takes: a 640x480 picture (image tools, plus a
+question for visual-question-answering), a 3 s 16 kHz WAV (speech-recognition)
+or a sentence (text tools). text-to-image draws 32x32 with 2 steps on tiny
+models and 512x512 with the model's own step count otherwise (``--real``);
+it is skipped when diffusers is not installed.
 
 Columns: ``import`` is torch+transformers import time (paid once per process);
 ``cold`` the first call (load + inference); ``load`` the manager's load time;
@@ -19,6 +26,7 @@ and N concurrent (threaded) calls, and their throughput in calls/s.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -65,18 +73,44 @@ def timed(fn) -> float:
     return time.perf_counter() - started
 
 
-def bench_tool(name: str, model: str, image: str, workspace: str, device: str | None, calls: int) -> dict:
+SENTENCE = "I really loved this movie, the acting was great"
+
+
+def tool_inputs(name: str, image: str, audio: str) -> object:
+    """What one call of ``name`` gets."""
+    kinds = tool_class(name)(model="x", device="cpu", manager=ModelManager()).input_kinds()
+    if name == "visual-question-answering":
+        return {"image": image, "question": "what color is the ball?"}
+    if "image" in kinds:
+        return image
+    if "audio" in kinds:
+        return audio
+    return {"text": "a yellow ball on a blue background" if name == "text-to-image" else SENTENCE}
+
+
+def tool_options(name: str, tiny: bool) -> dict | None:
+    if name == "object-detection":
+        return {"threshold": 0.0}
+    if name == "text-to-image" and tiny:
+        return {"width": 32, "height": 32, "steps": 2}
+    if name in ("speech-recognition", "visual-question-answering", "image-captioning") and tiny:
+        return {"max_new_tokens": 16}  # a random model never stops by itself
+    return None
+
+
+def bench_tool(name: str, model: str, inputs: object, workspace: str, device: str | None, calls: int,
+               tiny: bool) -> dict:
     manager = ModelManager()
     tool = tool_class(name)(model=model, device=device, manager=manager, workspace_dir=workspace,
-                            options={"threshold": 0.0} if name == "object-detection" else None)
-    cold = timed(lambda: tool.run(image))
-    warm = statistics.median(timed(lambda: tool.run(image)) for _ in range(5))
-    seq = timed(lambda: [tool.run(image) for _ in range(calls)])
+                            options=tool_options(name, tiny))
+    cold = timed(lambda: tool.run(inputs))
+    warm = statistics.median(timed(lambda: tool.run(inputs)) for _ in range(5))
+    seq = timed(lambda: [tool.run(inputs) for _ in range(calls)])
     barrier = threading.Barrier(calls)
 
     def worker():
         barrier.wait()
-        tool.run(image)
+        tool.run(inputs)
 
     threads = [threading.Thread(target=worker) for _ in range(calls)]
     started = time.perf_counter()
@@ -110,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    import numpy as np
+
+    from chatgpt_tool_hub.experts.files import ingest_audio, ingest_image
 
     with tempfile.TemporaryDirectory(prefix="experts-bench-") as tmp:
         scratch = Path(tmp)
@@ -118,19 +154,26 @@ def main(argv: list[str] | None = None) -> int:
         picture = Image.new("RGB", (640, 480), (30, 120, 200))
         ImageDraw.Draw(picture).ellipse([200, 120, 440, 360], fill=(240, 200, 20))
         image = ingest_image(picture, workspace)
+        seconds = np.arange(3 * 16000) / 16000
+        audio = ingest_audio((0.3 * np.sin(2 * np.pi * 220 * seconds)).astype(np.float32), workspace, 16000)
+        if "text-to-image" in args.tools and importlib.util.find_spec("diffusers") is None:
+            print("skipping text-to-image: diffusers is not installed", file=sys.stderr)
+            args.tools = [t for t in args.tools if t != "text-to-image"]
         models = pick_models(args, scratch)
-        rows = [bench_tool(name, model, image, workspace, args.device, args.calls) for name, model in models.items()]
+        tiny = not (args.real or args.model or args.model_dir)
+        rows = [bench_tool(name, model, tool_inputs(name, image, audio), workspace, args.device, args.calls, tiny)
+                for name, model in models.items()]
 
     n = args.calls
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs ({torch.get_num_threads()} torch threads), "
           f"cuda={torch.cuda.is_available()}, "
           f"import torch+transformers {import_s:.2f}s, {n} calls per batch")
-    header = (f"{'tool':<22}{'device':<8}{'dtype':<9}{'MB':>8}{'cold s':>9}{'load s':>9}{'warm ms':>9}"
+    header = (f"{'tool':<27}{'device':<8}{'dtype':<9}{'MB':>8}{'cold s':>9}{'load s':>9}{'warm ms':>9}"
               f"{'seq s':>8}{'conc s':>8}{'seq/s':>8}{'conc/s':>8}{'loads':>6}")
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['tool']:<22}{r['device']:<8}{r['dtype']:<9}{r['mb']:>8.2f}{r['cold']:>9.3f}{r['load']:>9.3f}"
+        print(f"{r['tool']:<27}{r['device']:<8}{r['dtype']:<9}{r['mb']:>8.2f}{r['cold']:>9.3f}{r['load']:>9.3f}"
               f"{r['warm'] * 1000:>9.1f}{r['seq']:>8.3f}{r['conc']:>8.3f}{n / r['seq']:>8.1f}{n / r['conc']:>8.1f}"
               f"{r['loads']:>6}")
     return 0

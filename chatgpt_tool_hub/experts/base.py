@@ -11,7 +11,10 @@ How to add an expert tool
    ``output_kind`` (``"image"``/``"audio"`` when the observation names a file
    it wrote), ``half_precision`` (False when the model breaks in float16) and
    ``options`` (extra settings read as ``<tool>_<option>``, typed like their
-   default, available as ``self.options[...]``).
+   default, available as ``self.options[...]``). Set ``hub_task`` (the Hub's
+   ``pipeline_tag`` of the models the tool runs, which the planner's model
+   selection looks up candidates by) only where it differs from ``task``
+   (``image-to-text`` for a captioner run by the ``image-text-to-text`` pipeline).
 2. Implement ``call_local(self, model, **inputs)``: run the loaded pipeline
    (``inputs`` are the arguments, file parameters as absolute paths; use
    ``open_image``/``read_wav``) and return its raw result.
@@ -22,15 +25,20 @@ How to add an expert tool
 4. Optionally override ``call_remote(self, endpoint, **inputs)`` (default: POST
    the one file input as bytes, else ``{"inputs": text}``) and
    ``load_model(self, device, dtype)`` (default: ``transformers.pipeline``;
-   override for diffusers or a custom processor).
-5. Add ``"name": ("module", "Class")`` to ``EXPERT_TOOLS`` in
-   ``experts/__init__.py`` and a tiny-model fixture in ``tests/experts/conftest.py``.
+   override for diffusers or a model class with its processor, building it
+   inside ``loading.load_with(build, ...)`` to keep the cache lookup and the
+   error messages: see ``vqa.py`` and ``generation.py``).
+5. Add ``"name": ("module", "Class")`` to ``EXPERT_TOOLS`` (and a line to
+   ``EXPERT_DESCRIPTIONS``) in ``experts/__init__.py``, a tiny-model builder to
+   ``experts/tiny.py`` and its fixture in ``tests/experts/conftest.py``.
 
 Settings each tool reads (``<tool>`` = name with ``-`` → ``_``): ``<tool>_model``
 (hub id or local folder), ``<tool>_device`` / ``expert_load`` / ``expert_device``
 (see ``experts.devices``), ``<tool>_endpoint`` + ``hf_token`` (remote),
 ``expert_memory_budget_mb``, ``workspace_dir``. Nothing is loaded when the
 tool is built: the model is loaded through the ``ModelManager`` on first call.
+``tool.with_model(model_id)`` is a copy of the tool for another hub id or folder
+(same settings and manager), which the planner uses to run a chosen model.
 Models are shared by the whole process, so ``close()`` leaves them warm;
 ``tool.unload()`` evicts one, ``default_manager().clear()`` all of them.
 Every failure inside a call becomes a ``ToolExecutionError`` (an observation).
@@ -38,6 +46,7 @@ Every failure inside a call becomes a ``ToolExecutionError`` (an observation).
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from pathlib import Path
@@ -51,13 +60,16 @@ from .devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool
 from .manager import ModelManager, default_manager
 from .remote import RemoteEndpoint
 
-__all__ = ["ExpertTool", "open_image"]
+__all__ = ["ExpertTool", "open_image", "image_base64", "decode_image"]
 
 
 class ExpertTool(Tool):
     """Base class of the expert-model tools; see the module docstring for how to add one."""
 
     task: ClassVar[str] = ""
+    # the Hub's pipeline_tag of the models this tool runs: what the planner's model selection (HuggingGPT mode)
+    # ranks candidates by; defaults to ``task`` (set by ``__init_subclass__`` when a subclass sets only ``task``)
+    hub_task: ClassVar[str] = ""
     default_model: ClassVar[str] = ""
     half_precision: ClassVar[bool] = True
     options: dict[str, Any] = {}  # class level: defaults; instance level: the configured values
@@ -83,6 +95,29 @@ class ExpertTool(Tool):
                                         timeout=remote_timeout) if endpoint else None)
         self.hf_token = hf_token or None
         self._device: str | None = None  # resolved on first local use
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "hub_task" not in cls.__dict__ and "task" in cls.__dict__:
+            cls.hub_task = cls.task
+
+    def with_model(self, model_id: str) -> "ExpertTool":
+        """A copy of this tool that runs ``model_id`` (a hub id or a local folder), sharing the manager.
+
+        Device, options, workspace and token are kept. The remote endpoint is kept
+        only when ``model_id`` is the tool's own model (an endpoint serves one model).
+        Nothing is loaded: the copy loads its model on first call, once per process.
+        """
+        model_id = str(model_id or "").strip()
+        if not model_id:
+            key = f"{tool_key(self.name)}_model"
+            raise ConfigError(f"tool '{self.name}' needs a model id or folder (like {key})", key=key)
+        clone = copy.copy(self)
+        clone.options = dict(self.options)
+        if model_id != self.model:
+            clone.model = model_id
+            clone.endpoint = None
+        return clone
 
     @classmethod
     def from_config(cls, **kwargs: Any) -> "ExpertTool":
@@ -245,3 +280,41 @@ def open_image(path: str | os.PathLike) -> Any:
     except (UnidentifiedImageError, OSError) as exc:
         raise ToolInputError(f"file '{os.path.basename(path)}' is not an image this tool can read "
                              f"({type(exc).__name__})") from None
+
+
+def image_base64(path: str | os.PathLike) -> str:
+    """A file's bytes as base64 text (how the inference API takes an image inside a JSON body)."""
+    import base64
+
+    with open(path, "rb") as fh:
+        return base64.b64encode(fh.read()).decode("ascii")
+
+
+def decode_image(data: Any) -> Any:
+    """A PIL image from a remote answer: a ``RemoteBlob``, bytes, base64 text (or a ``data:`` URL), or an image.
+
+    Raises ``ValueError`` when it is none of these (the caller's ``_guarded`` makes it an observation).
+    """
+    import base64
+    import binascii
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    if hasattr(data, "save") and hasattr(data, "size"):
+        return data  # already a PIL image
+    raw = getattr(data, "data", data)
+    if isinstance(raw, str):
+        text = raw.split(",", 1)[1] if raw.startswith("data:") else raw
+        try:
+            raw = base64.b64decode(text, validate=False)
+        except (binascii.Error, ValueError):
+            raise ValueError("the endpoint sent an image that is not valid base64") from None
+    if not isinstance(raw, (bytes, bytearray)):
+        raise ValueError(f"the endpoint sent {type(raw).__name__} where an image was expected")
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            image.load()
+            return image.copy()
+    except (UnidentifiedImageError, OSError):
+        raise ValueError("the endpoint sent bytes that are not an image") from None

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ToolExecutionError, UserError
 from . import progress
 
-__all__ = ["import_backend", "load_pipeline", "is_offline", "looks_like_path", "INSTALL_HINT"]
+__all__ = ["import_backend", "load_pipeline", "load_with", "is_offline", "looks_like_path", "INSTALL_HINT"]
 
 log = logging.getLogger("chatgpt_tool_hub.experts")
 
@@ -55,13 +55,34 @@ def load_pipeline(task: str, source: str, *, device: str, dtype: str, tool: str,
     in error messages. Raises ``ToolExecutionError`` when the model cannot be
     loaded and ``UserError`` when a Python package is missing.
     """
-    torch, transformers = import_backend()
+    _, transformers = import_backend()
+
+    def build(location: str, args: dict[str, Any]) -> Any:
+        return transformers.pipeline(task, model=location, **kwargs, **args)
+
+    return load_with(build, source, device=device, dtype=dtype, tool=tool, setting=setting,
+                     device_setting=device_setting, token=token, task=task)
+
+
+def load_with(build: Callable[[str, dict[str, Any]], Any], source: str, *, device: str, dtype: str, tool: str,
+              setting: str, device_setting: str = "expert_device", token: str | None = None,
+              task: str = "") -> Any:
+    """Load a model with ``build(location, args)``, with the same lookup and errors as :func:`load_pipeline`.
+
+    ``location`` is a local folder (``source`` itself, or the cached snapshot of
+    a hub id) or, when the hub id is not cached and the process is online, the
+    hub id (``build`` then downloads it). ``args`` holds ``device``, ``dtype``
+    (a ``torch.dtype``) and ``token`` when one is set. Use it for models that are
+    not a plain ``transformers.pipeline`` (a diffusers pipeline, a model class
+    with its processor).
+    """
+    torch, _ = import_backend()
     local = os.path.expanduser(source)
     is_dir = os.path.isdir(local)
     if not is_dir and looks_like_path(source):
         raise ToolExecutionError(f"could not load model {source!r} for {tool}: no such folder; "
                                  f"set {setting} to a folder made by save_pretrained or to a hub id")
-    args = dict(kwargs, device=device, dtype=getattr(torch, dtype))
+    args: dict[str, Any] = {"device": device, "dtype": getattr(torch, dtype)}
     if token:
         args["token"] = token
     label = f"{source} for {tool} on {device}"
@@ -70,14 +91,14 @@ def load_pipeline(task: str, source: str, *, device: str, dtype: str, tool: str,
         if folder is not None:
             try:
                 with progress.loading(label):
-                    return transformers.pipeline(task, model=folder, **args)
+                    return build(folder, args)
             except OSError:
                 if is_dir or is_offline():
                     raise  # otherwise a partial cache: let the hub complete it below
         elif is_offline():
             raise OSError(f"{source} is not in the Hugging Face cache")
         log.info("%s is not in the Hugging Face cache: downloading it (progress on stderr)", source)
-        return transformers.pipeline(task, model=source, **args)
+        return build(source, args)
     except ImportError as exc:
         raise UserError(f"loading {source!r} for {tool} needs a package that is not installed: "
                         f"{_first_line(exc)} (or set {setting} to another model)") from exc
@@ -88,9 +109,9 @@ def load_pipeline(task: str, source: str, *, device: str, dtype: str, tool: str,
             raise ToolExecutionError(f"could not load model {source!r} for {tool} on {device}: "
                                      f"{_first_line(exc)}; set {device_setting} (e.g. cpu)") from exc
         raise ToolExecutionError(f"could not load model {source!r} for {tool}: {_first_line(exc)}") from exc
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ToolExecutionError(f"could not load model {source!r} for {tool}: {_first_line(exc)}; "
-                                 f"set {setting} to a model that supports the {task!r} task") from exc
+                                 f"set {setting} to a model that supports the {task or tool!r} task") from exc
 
 
 def _cached_snapshot(repo_id: str, token: str | None) -> str | None:

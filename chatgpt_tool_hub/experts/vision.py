@@ -44,6 +44,7 @@ def _scored(records: Iterable[dict]) -> list[tuple[str, float, dict]]:
 class ImageCaptioningTool(ExpertTool):
     name = "image-captioning"
     task = "image-text-to-text"
+    hub_task = "image-to-text"
     default_model = "Salesforce/blip-image-captioning-base"
     description = (
         "image-captioning: describes what an image shows in one English sentence. Use it whenever you need to "
@@ -70,7 +71,7 @@ class ImageCaptioningTool(ExpertTool):
 class ObjectDetectionTool(ExpertTool):
     name = "object-detection"
     task = "object-detection"
-    default_model = "facebook/detr-resnet-50"
+    default_model = "hustvl/yolos-tiny"  # pure transformers: no timm needed (DETR's ResNet needs it)
     description = (
         "object-detection: finds the objects in an image and where they are. Use it to count objects or to "
         "locate them. "

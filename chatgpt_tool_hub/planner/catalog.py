@@ -51,7 +51,8 @@ class Catalog:
 
     def task_of(self, tool: Any) -> str | None:
         """The catalog task a tool belongs to, or ``None``."""
-        keys = [k for k in (getattr(tool, "task", None), getattr(tool, "name", None)) if isinstance(k, str)]
+        keys = [k for k in (getattr(tool, "hub_task", None), getattr(tool, "task", None), getattr(tool, "name", None))
+                if isinstance(k, str)]
         for key in keys:
             if key in self._by_task:
                 return key

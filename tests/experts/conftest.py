@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from chatgpt_tool_hub.experts.manager import default_manager
-from chatgpt_tool_hub.experts.tiny import build_blip, build_detr, build_vit
+from chatgpt_tool_hub.experts.tiny import (build_blip, build_blip_vqa, build_depth_anything, build_detr,
+                                           build_distilbert, build_segformer, build_vit, build_vits, build_wav2vec2,
+                                           build_whisper, build_yolos)
 
 def _built(tmp_path_factory, name: str, builder) -> str:
     pytest.importorskip("torch")
@@ -35,6 +37,54 @@ def detr_dir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def vit_dir(tmp_path_factory) -> str:
     return _built(tmp_path_factory, "tiny-vit", build_vit)
+
+
+@pytest.fixture(scope="session")
+def yolos_dir(tmp_path_factory) -> str:
+    return _built(tmp_path_factory, "tiny-yolos", build_yolos)
+
+
+@pytest.fixture(scope="session")
+def blip_vqa_dir(tmp_path_factory) -> str:
+    return _built(tmp_path_factory, "tiny-blip-vqa", build_blip_vqa)
+
+
+@pytest.fixture(scope="session")
+def segformer_dir(tmp_path_factory) -> str:
+    return _built(tmp_path_factory, "tiny-segformer", build_segformer)
+
+
+@pytest.fixture(scope="session")
+def depth_dir(tmp_path_factory) -> str:
+    return _built(tmp_path_factory, "tiny-depth-anything", build_depth_anything)
+
+
+@pytest.fixture(scope="session")
+def whisper_dir(tmp_path_factory) -> str:
+    return _built(tmp_path_factory, "tiny-whisper", build_whisper)
+
+
+@pytest.fixture(scope="session")
+def wav2vec2_dir(tmp_path_factory) -> str:
+    return _built(tmp_path_factory, "tiny-wav2vec2", build_wav2vec2)
+
+
+@pytest.fixture(scope="session")
+def vits_dir(tmp_path_factory) -> str:
+    return _built(tmp_path_factory, "tiny-vits", build_vits)
+
+
+@pytest.fixture(scope="session")
+def distilbert_dir(tmp_path_factory) -> str:
+    return _built(tmp_path_factory, "tiny-distilbert", build_distilbert)
+
+
+@pytest.fixture(scope="session")
+def diffusion_dir(tmp_path_factory) -> str:
+    pytest.importorskip("diffusers")
+    from chatgpt_tool_hub.experts.tiny import build_stable_diffusion
+
+    return _built(tmp_path_factory, "tiny-stable-diffusion", build_stable_diffusion)
 
 
 # ---- per test ----------------------------------------------------------------------------
@@ -68,6 +118,18 @@ def image_file(workspace) -> str:
     picture = Image.new("RGB", (96, 64), (30, 120, 200))
     ImageDraw.Draw(picture).ellipse([20, 10, 70, 55], fill=(240, 200, 20))
     return ingest_image(picture, workspace)
+
+
+@pytest.fixture
+def audio_file(workspace) -> str:
+    """An ingested 1.5 s, 22.05 kHz tone: ``audio/{uuid8}.wav`` (resampled to 16 kHz by the speech tools)."""
+    np = pytest.importorskip("numpy")
+    from chatgpt_tool_hub.experts.files import ingest_audio
+
+    rate = 22050
+    t = np.arange(int(rate * 1.5)) / rate
+    samples = (0.3 * np.sin(2 * np.pi * 440 * t) * np.sin(2 * np.pi * 3 * t)).astype(np.float32)
+    return ingest_audio(samples, workspace, rate)
 
 
 # ---- a fake Hugging Face inference endpoint ---------------------------------------------

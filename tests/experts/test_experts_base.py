@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError, UserError
+from chatgpt_tool_hub.errors import ConfigError, ToolExecutionError, ToolInputError, UserError
 from chatgpt_tool_hub.experts import loading, progress
 from chatgpt_tool_hub.experts.base import ExpertTool, open_image
 from chatgpt_tool_hub.experts.manager import ModelManager
@@ -105,3 +105,62 @@ def test_looks_like_path():
     assert loading.looks_like_path("./models/blip") and loading.looks_like_path("/abs/x")
     assert loading.looks_like_path("~/m") and loading.looks_like_path("a/b/c")
     assert not loading.looks_like_path("Salesforce/blip-image-captioning-base")
+
+
+def test_with_model_is_a_copy_sharing_the_manager(workspace):
+    manager = ModelManager()
+    tool = Negative(model="example/a", device="cpu", manager=manager, endpoint="http://127.0.0.1:9/x",
+                    options={"strength": 100}, workspace_dir=workspace)
+    other = tool.with_model(" example/b ")
+    assert other is not tool and isinstance(other, Negative)
+    assert (other.model, tool.model) == ("example/b", "example/a")
+    assert other.manager is manager and other.device_plan == tool.device_plan and other.workspace == tool.workspace
+    assert other.endpoint is None and tool.endpoint is not None  # an endpoint serves one model
+    other.options["strength"] = 1
+    assert tool.options["strength"] == 100
+    same = tool.with_model("example/a")
+    assert same is not tool and same.endpoint is tool.endpoint
+    with pytest.raises(ConfigError, match="image_negative_model"):
+        tool.with_model("")
+
+
+def test_with_model_loads_the_other_model_once(vit_dir, image_file, tmp_path):
+    from chatgpt_tool_hub.experts.tiny import build_vit
+    from chatgpt_tool_hub.experts.vision import ImageClassificationTool
+
+    manager = ModelManager()
+    tool = ImageClassificationTool(device="cpu", manager=manager)  # default hub id: never loaded here
+    first, second = tool.with_model(vit_dir), tool.with_model(build_vit(tmp_path / "vit2"))
+    assert first.run(image_file).startswith("Top labels") and second.run(image_file).startswith("Top labels")
+    assert tool.with_model(vit_dir).run(image_file).startswith("Top labels")
+    assert manager.stats()["loads"] == 2 and not tool.is_loaded()
+
+
+def test_hub_task_defaults_to_task():
+    class Child(Negative):
+        task = "image-to-image"
+
+    class Grandchild(Child):
+        hub_task = "image-editing"
+
+    class Great(Grandchild):
+        pass
+
+    assert (Negative.hub_task, Child.hub_task, Grandchild.hub_task, Great.hub_task) == (
+        "image-to-image", "image-to-image", "image-editing", "image-editing")
+    assert ExpertTool.hub_task == ""
+
+
+def test_hub_tasks_match_the_planner_catalog():
+    """Every expert tool's hub_task names a task of the planner's bundled model catalog."""
+    from importlib import import_module
+
+    from chatgpt_tool_hub.experts import EXPERT_TOOLS
+
+    catalog_module = pytest.importorskip("chatgpt_tool_hub.planner.catalog")
+    catalog = catalog_module.load_catalog()
+    for name, (module, cls) in EXPERT_TOOLS.items():
+        tool_class = getattr(import_module(module), cls)
+        assert catalog.for_task(tool_class.hub_task), (name, tool_class.hub_task)
+        assert any(m.id.split("/")[-1] == tool_class.default_model.split("/")[-1]
+                   for m in catalog.for_task(tool_class.hub_task)) or name == "text-to-image", name

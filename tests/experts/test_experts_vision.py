@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.experts import EXPERT_TOOLS, register_expert_tools
+from chatgpt_tool_hub.experts import EXPERT_DESCRIPTIONS, EXPERT_TOOLS, register_expert_tools
 from chatgpt_tool_hub.experts.manager import ModelManager
 from chatgpt_tool_hub.experts.tiny import LABELS, VOCAB
 from chatgpt_tool_hub.experts.vision import ImageCaptioningTool, ImageClassificationTool, ObjectDetectionTool
@@ -182,23 +182,38 @@ def test_cpu_placement_and_unload(vit_dir, image_file):
 def test_registration_table():
     from chatgpt_tool_hub.tools.registry import ToolRegistry
 
-    assert set(EXPERT_TOOLS) == {"image-captioning", "object-detection", "image-classification"}
+    assert set(EXPERT_TOOLS) == {"image-captioning", "visual-question-answering", "object-detection",
+                                 "image-classification", "image-segmentation", "depth-estimation",
+                                 "speech-recognition", "text-to-speech", "text-classification", "text-to-image"}
+    assert set(EXPERT_DESCRIPTIONS) == set(EXPERT_TOOLS)
     registry = ToolRegistry()
     register_expert_tools(registry)
     assert registry.default_tool_names() == []
     tool = registry.build("object-detection", object_detection_threshold="0.25", unrelated=1)
     assert isinstance(tool, ObjectDetectionTool) and tool.options["threshold"] == 0.25
+    kinds = {"image": "image", "audio": "audio", "question": "text", "text": "text"}
     for name in EXPERT_TOOLS:
         built = registry.build(name)
         assert built.name == name and built.description.startswith(f"{name}: ")
-        assert "Example" in built.description and built.input_kinds() == {"image": "image"}
+        assert "Example" in built.description and "Input: " in built.description and "Output: " in built.description
+        assert built.task and built.hub_task and built.default_model and built.model == built.default_model
+        assert all(kinds[p] == k for p, k in built.input_kinds().items())
+        assert built.output_kind in ("text", "image", "audio")
+
+
+def test_detection_default_needs_no_timm(yolos_dir, image_file):
+    assert ObjectDetectionTool.default_model == "hustvl/yolos-tiny"
+    tool = ObjectDetectionTool.from_config(object_detection_model=yolos_dir, object_detection_threshold=0)
+    lines = tool.run(image_file).splitlines()
+    assert lines[0].startswith(f"Found 5 object(s) in {image_file}") and "_detect_" in lines[-1]
+    assert type(tool.load().model).__name__ == "YolosForObjectDetection"
 
 
 LIGHT_IMPORT = """
 import sys
 import chatgpt_tool_hub
 from chatgpt_tool_hub.apps import AppFactory
-from chatgpt_tool_hub.experts import EXPERT_TOOLS, register_expert_tools
+from chatgpt_tool_hub.experts import EXPERT_DESCRIPTIONS, EXPERT_TOOLS, register_expert_tools
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.registry import ToolRegistry
 
