@@ -128,3 +128,31 @@ def test_dangerous_tools_inside_subtrees_still_ask_for_approval():
     result = app.run("q")
     assert asked == ["counter"] and danger.calls == []
     assert result.output == "outer"
+
+
+def test_builtin_browser_subtree_fetches_with_its_own_tools(tmp_path):
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    (tmp_path / "news.html").write_text("<html><title>News</title><body><p>Release date: 2026-12-01</p></body></html>")
+    handler = partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *a, **k: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/news.html"
+    try:
+        app, llm = make_app([
+            act("browser", f"find the release date on {url}"),
+            act("url-get", url),                                   # inside the browser subtree
+            answer("The release date is 2026-12-01."),             # the subtree's answer
+            answer("It comes out on 2026-12-01."),                 # the parent's answer
+        ], tools=["browser"], url_get_allow_private=True, workspace_dir=str(tmp_path / "ws"))
+        result = app.run("when is the release?")
+    finally:
+        server.shutdown()
+    browser = next(t for t in app.tools if t.name == "browser")
+    assert [t.name for t in browser.tools] == ["url-get", "summary"]
+    assert result.steps[0].observation == "The release date is 2026-12-01."
+    assert "Release date: 2026-12-01" in llm.requests[2][-1]["content"]  # the page reached the subtree's LLM
+    assert result.output == "It comes out on 2026-12-01."
