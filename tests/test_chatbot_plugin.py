@@ -113,3 +113,30 @@ def test_older_plugin_entry_points_still_work():
     assert "python" in get_all_tool_names()
     app = load_app(tools_list=[], llm=ScriptedLLM([answer("old api works")]))
     assert app.ask("hi") == "old api works"
+
+
+def test_every_registered_tool_builds_in_pure_mode_from_the_plugin_kwargs(tmp_path):
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, json
+sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})
+from test_chatbot_plugin import plugin_kwargs
+from chatgpt_tool_hub.tools.tool_register import main_tool_register
+kwargs = plugin_kwargs("http://127.0.0.1:9/v1")
+kwargs.update(bing_subscription_key="b", google_api_key="g", google_cse_id="c", searxng_search_host="http://127.0.0.1:9",
+              wolfram_alpha_appid="w", workspace_dir={str(tmp_path)!r})
+built = []
+for name, (factory, keys) in main_tool_register.get_registered_tool().items():
+    tool = factory(**kwargs)
+    assert callable(tool.run), name
+    built.append(tool.name)
+print(json.dumps(built))
+print("torch" in sys.modules, "transformers" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    names, heavy = out.stdout.strip().splitlines()
+    assert "python" in names and "image-captioning" in names and "browser" in names
+    assert heavy == "False False"  # building expert tools loads nothing

@@ -269,3 +269,38 @@ def test_events_emitted_by_a_nested_engine_are_yielded_before_the_observation():
     events, _ = run_events(Engine(llm, [nested]), "q")
     kinds = [(e.kind, e.depth) for e in events]
     assert kinds[:4] == [("thought", 0), ("action", 0), ("thought", 1), ("observation", 0)]
+
+
+class _LooseLLM:
+    """An LLM written loosely: no ``stop`` keyword, plain-string replies."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.seen = []
+
+    def complete(self, messages):
+        self.seen.append(messages)
+        return self.replies.pop(0)
+
+
+def test_loosely_written_llm_objects_work():
+    llm = _LooseLLM([act("echo", "x") + "\nObservation: made up\nAI: wrong", answer("right")])
+    result = Engine(llm, [echo]).run("q")
+    assert result.output == "right" and result.steps[0].observation == "echo: x"
+    assert result.usage.llm_calls == 2
+    assert "made up" not in llm.seen[1][-2]["content"]  # stop sequences were applied for it
+
+
+def test_streaming_llm_that_yields_plain_strings():
+    class StringStreamer(_LooseLLM):
+        def stream(self, messages, stop=None):
+            yield from ["Thought: Do I need to use a tool? No\n", "AI: ", "streamed"]
+
+    events, result = run_events(Engine(StringStreamer([]), []), "q", stream=True)
+    assert result.output == "streamed" and sum(isinstance(e, TokenEvent) for e in events) == 3
+
+
+def test_llm_messages_are_a_snapshot():
+    llm = _LooseLLM([act("echo", "x"), answer("ok")])
+    Engine(llm, [echo]).run("q")
+    assert len(llm.seen[0]) == 2 and len(llm.seen[1]) == 4

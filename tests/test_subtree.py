@@ -156,3 +156,18 @@ def test_builtin_browser_subtree_fetches_with_its_own_tools(tmp_path):
     assert result.steps[0].observation == "The release date is 2026-12-01."
     assert "Release date: 2026-12-01" in llm.requests[2][-1]["content"]  # the page reached the subtree's LLM
     assert result.output == "It comes out on 2026-12-01."
+
+
+def test_browser_in_pure_mode_builds_its_llm_from_the_chatbot_kwargs(chat_server, tmp_path):
+    from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
+    factory, _ = main_tool_register.get_registered_tool()["browser"]
+    tool = factory(llm_api_key="sk-pure", llm_api_base_url=chat_server.url, model_name="gpt-3.5-turbo",
+                   max_retries=0, workspace_dir=str(tmp_path), bing_subscription_key="", proxy="")
+    chat_server.replies = [answer("nothing to browse")]
+    assert tool.run(" what is new?") == "nothing to browse"
+    assert chat_server.requests[0]["headers"]["authorization"] == "Bearer sk-pure"
+    assert "sk-pure" not in repr(tool)
+    bare = factory(workspace_dir=str(tmp_path))
+    with pytest.raises(SubtreeError, match="No LLM is configured"):
+        bare.run("x")

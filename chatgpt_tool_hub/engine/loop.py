@@ -15,7 +15,7 @@ from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
 
 from ..errors import OutputParserError, ToolInputError, ModelFeedbackError
 from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
-from ..llm.base import LLM, LLMResponse, Message, StreamChunk, Usage, collect_stream
+from ..llm.base import LLM, LLMResponse, Message, StreamChunk, call_llm, collect_stream, stream_llm
 from ..tools.base import Tool, ToolContext
 from .budget import Budget, BudgetExceeded
 from .parser import Action, Finish, parse_output
@@ -98,23 +98,18 @@ class Engine:
         if self.budget is not None:
             self.budget.charge_llm()
         started = time.perf_counter()
-        streamer = getattr(self.llm, "stream", None) if stream else None
-        if streamer is not None:
+        if stream:
             chunks: list[StreamChunk] = []
-            for chunk in streamer(state.messages, stop=STOP_SEQUENCES):
+            for chunk in stream_llm(self.llm, state.messages, STOP_SEQUENCES):
                 chunks.append(chunk)
                 if chunk.text:
                     yield TokenEvent(chunk.text, self.settings.depth)
             response = collect_stream(iter(chunks))
         else:
-            response = self.llm.complete(state.messages, stop=STOP_SEQUENCES)
-            if stream and response.text:
-                yield TokenEvent(response.text, self.settings.depth)
-        state.usage.calls.append(response.usage if isinstance(response.usage, Usage) else Usage())
+            response = call_llm(self.llm, state.messages, STOP_SEQUENCES)
+        state.usage.calls.append(response.usage)
         log.debug("llm call %d: %d chars, finish=%s, %.3fs", state.usage.llm_calls, len(response.text or ""),
                   response.finish_reason, time.perf_counter() - started)
-        if response.text is None:
-            response.text = ""
         return response
 
     def _send_feedback(self, state: RunState, text: str, err: OutputParserError) -> Generator[Event, None, None]:

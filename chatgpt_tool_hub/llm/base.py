@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
-__all__ = ["Message", "Usage", "LLMResponse", "StreamChunk", "LLM", "BaseLLM", "collect_stream"]
+__all__ = ["Message", "Usage", "LLMResponse", "StreamChunk", "LLM", "BaseLLM", "collect_stream", "call_llm",
+           "stream_llm", "as_response"]
 
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
@@ -84,3 +85,59 @@ def collect_stream(chunks: Iterator[StreamChunk]) -> LLMResponse:
         if chunk.usage is not None:
             usage = chunk.usage
     return LLMResponse(text="".join(parts), finish_reason=finish, usage=usage)
+
+
+# ---- calling any LLM-like object -------------------------------------------------------------
+
+
+def as_response(raw: object) -> LLMResponse:
+    """An :class:`LLMResponse` from what an LLM object returned (a response, a string, or None)."""
+    if isinstance(raw, LLMResponse):
+        if raw.text is None:
+            raw.text = ""
+        if not isinstance(raw.usage, Usage):
+            raw.usage = Usage()
+        return raw
+    if raw is None:
+        return LLMResponse(text="", finish_reason="empty")
+    if isinstance(raw, str):
+        return LLMResponse(text=raw)
+    text = getattr(raw, "text", None)
+    if isinstance(text, str):
+        usage = getattr(raw, "usage", None)
+        return LLMResponse(text=text, finish_reason=getattr(raw, "finish_reason", None),
+                           usage=usage if isinstance(usage, Usage) else Usage())
+    return LLMResponse(text=str(raw))
+
+
+def _accepts_stop(exc: TypeError) -> bool:
+    return "stop" not in str(exc)
+
+
+def call_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None) -> LLMResponse:
+    """``llm.complete`` on a copy of ``messages``, tolerant of LLM objects written loosely.
+
+    A ``complete`` without a ``stop`` keyword is called without it, and a
+    plain-string reply is wrapped; stop sequences are then applied here.
+    """
+    from .stops import cut_at_stop
+
+    try:
+        return as_response(llm.complete(list(messages), stop=list(stop) if stop else None))
+    except TypeError as exc:
+        if _accepts_stop(exc):
+            raise
+    response = as_response(llm.complete(list(messages)))
+    response.text = cut_at_stop(response.text, stop)[0]
+    return response
+
+
+def stream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
+    """``llm.stream`` when the object has one (string pieces are wrapped), else one chunk from ``complete``."""
+    streamer = getattr(llm, "stream", None)
+    if streamer is None:
+        response = call_llm(llm, messages, stop)
+        yield StreamChunk(text=response.text, finish_reason=response.finish_reason, usage=response.usage)
+        return
+    for chunk in streamer(list(messages), stop=list(stop) if stop else None):
+        yield StreamChunk(text=chunk) if isinstance(chunk, str) else chunk

@@ -21,7 +21,7 @@ from typing import Any, Callable, Generator, Mapping, Sequence
 from ..engine.prompts import PromptSet
 from ..engine.steps import RunUsage
 from ..events import AnswerEvent, ErrorEvent, Event, TokenEvent
-from ..llm.base import LLM, LLMResponse, Message, Usage, collect_stream
+from ..llm.base import LLM, LLMResponse, Message, Usage, call_llm, collect_stream, stream_llm
 from ..tools.base import Tool, ToolContext
 from .binding import describe_inputs, workspace_roots
 from .events import PlanEvent, SelectionEvent
@@ -95,7 +95,7 @@ class Request:
 
     def complete(self, messages: list[Message]) -> LLMResponse:
         """One LLM call, recorded (thread-safe: selection calls run in parallel)."""
-        response = self.llm.complete(messages)
+        response = call_llm(self.llm, messages)
         self.record(response)
         return response
 
@@ -240,14 +240,10 @@ def _execute(req: Request, tasks: Sequence[Task], assignments: Mapping[int, Assi
 
 
 def _call(req: Request, messages: list[Message], stream: bool) -> Gen:
-    streamer = getattr(req.llm, "stream", None) if stream else None
-    if streamer is None:
-        response = req.complete(messages)
-        if stream and response.text:
-            yield TokenEvent(response.text)
-        return response
+    if not stream:
+        return req.complete(messages)
     chunks = []
-    for chunk in streamer(messages):
+    for chunk in stream_llm(req.llm, messages):
         chunks.append(chunk)
         if chunk.text:
             yield TokenEvent(chunk.text)

@@ -34,9 +34,12 @@ class SubtreeTool(Tool):
 
     needs_context = True
 
+    def __repr__(self) -> str:  # never show the configuration (it may hold keys)
+        return f"<{type(self).__name__} {self.name!r} tools={[t.name for t in self.tools]}>"
+
     def __init__(self, name: str, description: str, tools: Sequence[Tool], *, llm: LLM | None = None,
                  think_depth: int = 3, max_nesting_depth: int = DEFAULT_MAX_NESTING_DEPTH,
-                 settings: EngineSettings | None = None):
+                 settings: EngineSettings | None = None, fallback_config: Mapping[str, Any] | None = None):
         if not name or not isinstance(name, str):
             raise ConfigError("a subtree needs a name", key="name")
         self.name = name
@@ -45,13 +48,15 @@ class SubtreeTool(Tool):
         self.llm = llm
         self.max_nesting_depth = max_nesting_depth
         self.settings = replace(settings or EngineSettings(), think_depth=think_depth)
+        self._fallback_config = fallback_config  # pure mode: build an LLM from these keys on first use
+        self._fallback_llm: LLM | None = None
 
     def _run(self, text: str, context: ToolContext) -> str:
         depth = context.depth + 1
         if depth > self.max_nesting_depth:
             raise SubtreeError(f"subtree '{self.name}' was not run: the nesting depth limit "
                                f"(max_nesting_depth={self.max_nesting_depth}) is reached")
-        llm = self.llm or context.llm
+        llm = self.llm or context.llm or self._llm_from_config()
         if llm is None:
             raise SubtreeError(f"subtree '{self.name}' has no LLM: give it one, or run it inside an app")
         engine = Engine(llm, self.tools, replace(self.settings, depth=depth), approve=context.approve,
@@ -68,6 +73,18 @@ class SubtreeTool(Tool):
         if result.stopped_by != "answer":
             return f"[subtree '{self.name}' stopped by {result.stopped_by.replace('_', ' ')}] {output}"
         return output
+
+    def _llm_from_config(self) -> LLM | None:
+        if self._fallback_config is None:
+            return None
+        if self._fallback_llm is None:
+            from ..llm.build import build_llm
+
+            try:
+                self._fallback_llm = build_llm(self._fallback_config)
+            except ConfigError as exc:
+                raise SubtreeError(f"subtree '{self.name}' has no LLM outside an app: {exc}") from None
+        return self._fallback_llm
 
     def reset(self, session_id: str | None = None) -> None:
         for tool in self.tools:
@@ -119,4 +136,5 @@ class BrowserTool(SubtreeTool):
             llm=subtree_llm_from_config("browser", kwargs),
             think_depth=get_typed(kwargs, "browser_think_depth", 3),
             max_nesting_depth=get_typed(kwargs, "max_nesting_depth", DEFAULT_MAX_NESTING_DEPTH),
+            fallback_config=kwargs,
         )
