@@ -304,3 +304,12 @@ def test_llm_messages_are_a_snapshot():
     llm = _LooseLLM([act("echo", "x"), answer("ok")])
     Engine(llm, [echo]).run("q")
     assert len(llm.seen[0]) == 2 and len(llm.seen[1]) == 4
+
+
+def test_streaming_llm_without_a_stop_keyword():
+    class NoStopStreamer(_LooseLLM):
+        def stream(self, messages):
+            yield "Thought: Do I need to use a tool? No\nAI: fine\nObservation: invented"
+
+    events, result = run_events(Engine(NoStopStreamer([]), []), "q", stream=True)
+    assert result.output == "fine"

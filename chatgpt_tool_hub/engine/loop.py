@@ -16,7 +16,8 @@ from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
 from ..errors import OutputParserError, ToolInputError, ModelFeedbackError
 from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
 from ..llm.base import LLM, LLMResponse, Message, StreamChunk, call_llm, collect_stream, stream_llm
-from ..tools.base import Tool, ToolContext
+from ..llm.stops import cut_at_stop
+from ..tools.base import Tool, ToolContext, render_output
 from .budget import Budget, BudgetExceeded
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts
@@ -78,7 +79,7 @@ class Engine:
             if isinstance(decision, Finish):
                 return (yield from self._answer(state, decision.output, "answer"))
             if state.tool_calls >= self.settings.think_depth:
-                return (yield from self._finish_at_depth(state, reply.text))
+                return (yield from self._finish_at_depth(state, decision.log or reply.text, stream))
             yield from self._act(state, decision)
 
     def run(self, query: str, history: Sequence[Message] = (), *,
@@ -98,15 +99,22 @@ class Engine:
         if self.budget is not None:
             self.budget.charge_llm()
         started = time.perf_counter()
-        if stream:
+        if stream:  # stop sequences are applied here too: a server may ignore them or split one over chunks
             chunks: list[StreamChunk] = []
+            stops = _StopFilter(STOP_SEQUENCES)
             for chunk in stream_llm(self.llm, state.messages, STOP_SEQUENCES):
-                chunks.append(chunk)
-                if chunk.text:
-                    yield TokenEvent(chunk.text, self.settings.depth)
+                text = stops.feed(chunk.text or "")
+                chunks.append(StreamChunk(text, chunk.finish_reason, chunk.usage))
+                if text:
+                    yield TokenEvent(text, self.settings.depth)
+            tail = stops.flush()
+            if tail:
+                chunks.append(StreamChunk(tail))
+                yield TokenEvent(tail, self.settings.depth)
             response = collect_stream(iter(chunks))
         else:
             response = call_llm(self.llm, state.messages, STOP_SEQUENCES)
+            response.text = cut_at_stop(response.text, STOP_SEQUENCES)[0]
         state.usage.calls.append(response.usage)
         log.debug("llm call %d: %d chars, finish=%s, %.3fs", state.usage.llm_calls, len(response.text or ""),
                   response.finish_reason, time.perf_counter() - started)
@@ -150,13 +158,14 @@ class Engine:
         context = ToolContext(session_id=state.session_id, depth=self.settings.depth, budget=self.budget,
                               llm=self.llm, emit=state.emit, approve=self.approve)
         try:
-            return tool.run(action.tool_input, context), "ok", tool.name
+            result = tool.run(action.tool_input, context)
         except ModelFeedbackError as exc:  # bad input or a failure the tool explained
             return f"Error: {exc}", "error", tool.name
-        except Exception as exc:  # a tool bug must not end the run
+        except (Exception, SystemExit) as exc:  # a tool bug (even sys.exit) must not end the run
             log.debug("tool %s raised", tool.name, exc_info=True)
             error = f"{type(exc).__name__}: {exc}"
             return prompts.render("tool_error", tool=tool.name, error=error), "error", tool.name
+        return (result if isinstance(result, str) else render_output(result)), "ok", tool.name  # run() overridden
 
     def _approved(self, tool: Tool, tool_input: Any) -> bool:
         try:
@@ -165,12 +174,12 @@ class Engine:
             log.warning("the approval callback raised; treating it as a refusal", exc_info=True)
             return False
 
-    def _finish_at_depth(self, state: RunState, pending_output: str) -> RunGen:
+    def _finish_at_depth(self, state: RunState, pending_output: str, stream: bool) -> RunGen:
         prompts = self._prompts(state)
         depth = self.settings.think_depth
         state.messages.append({"role": "assistant", "content": pending_output})
         state.messages.append({"role": "user", "content": prompts.render("final_request", think_depth=depth)})
-        reply = yield from self._call_llm(state, stream=False)
+        reply = yield from self._call_llm(state, stream)
         try:
             decision = parse_output(reply.text, list(self.tools))
         except OutputParserError:
@@ -226,6 +235,30 @@ def _args_hint(tool: Tool) -> str:
     if tool.parameters is None or tool.single_parameter:
         return ""
     return f" Input: a JSON object like {tool.example_input()}"
+
+
+class _StopFilter:
+    """Cuts a stream of text at the first stop sequence, holding back only a tail that could start one."""
+
+    def __init__(self, stops: Sequence[str]):
+        self.stops = [s for s in stops if s]
+        self.buffer, self.stopped = "", False
+
+    def feed(self, piece: str) -> str:
+        if self.stopped or not piece:
+            return ""
+        self.buffer += piece
+        text, self.stopped = cut_at_stop(self.buffer, self.stops)
+        if self.stopped:
+            self.buffer = ""
+            return text
+        keep = max((k for s in self.stops for k in range(1, len(s)) if self.buffer.endswith(s[:k])), default=0)
+        out, self.buffer = self.buffer[: len(self.buffer) - keep], self.buffer[len(self.buffer) - keep :]
+        return out
+
+    def flush(self) -> str:
+        out, self.buffer = ("" if self.stopped else self.buffer), ""
+        return out
 
 
 def truncate_observation(text: str, limit: int) -> str:

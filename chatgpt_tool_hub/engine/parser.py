@@ -5,9 +5,14 @@ Pipeline, one small function per step:
 1. **Drop think blocks** — ``<think>…</think>``; nothing inside is ever an action.
 2. **Normalise markers** — line-anchored ``Thought`` / ``Action`` / ``Action Input`` /
    ``Final Answer`` / ``AI`` / ``Observation`` in any case, with ``:`` or ``：``,
-   spaces before the colon, markdown bold, numbers (``Action 1:``). A plain ```
-   fence around the whole reply is markup and goes; other fences are code, and
-   markers inside them are ignored. The text between markers is kept verbatim.
+   spaces (NBSP, zero-width, BOM too) around them, markdown bold or a header,
+   numbers (``Action 1:``); ``Final Answer`` alone on its line needs no colon.
+   List items (``1. Action:``) and the Chinese markers (``思考：`` ``行动：``
+   ``行动输入：`` ``最终答案：`` ``观察：``) count only in a reply that uses them for
+   an action with its input, or for a final answer, so ordinary notes stay prose.
+   A plain ``` fence around the whole reply is markup and goes; other fences are
+   code, and markers inside them are ignored. The text between markers is kept
+   verbatim; trailing end-of-turn tokens (``<|im_end|>``) are not text.
 3. **Cut at observation** — the first line-anchored ``Observation:`` (hallucinated
    by the LLM) and a trailing stop-word fragment such as ``Obs`` end the reply.
 4. **Locate** the first action, final answer or JSON action; the earliest wins.
@@ -61,24 +66,32 @@ _MAX_DEPTH = 100  # nesting accepted before json / ast.literal_eval are tried
 _MAX_LITERAL = 20_000  # characters handed to ast at most
 _MAX_JSON_TRIES = 10  # line-start "{" candidates tried per reply
 
+_S = "[ \t\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]"  # spaces, NBSP, zero-width, BOM
 _MARKER_RE = re.compile(  # no two adjacent quantifiers over the same characters: linear time
-    r"^[ \t]*(?:(?:\*\*|__)[ \t]*)?"
-    r"(?P<kw>thoughts?|action[ \t_]*input|action|final[ \t_]*answer|ai|observation)"
-    r"(?:[ \t]*#?\d{1,3})?(?:[ \t]*(?:\*\*|__))?[ \t]*[:：](?:\*\*|__)?",
+    rf"^{_S}*(?:(?:(?P<hdr>#{{1,6}})|(?P<lst>[-*+•]|\d{{1,3}}[.)])){_S}+)?(?:(?:\*\*|__){_S}*|[*_](?=\w))?"
+    rf"(?P<kw>thoughts?|action(?:{_S}|_)*input|action|final(?:{_S}|_)*answer|ai|observations?"
+    r"|思考|行动输入|动作输入|行动|动作|最终答案|最终回答|观察结果|观察)"
+    rf"(?:{_S}*#?\d{{1,3}})?(?:{_S}*(?:\*\*?|__?))?{_S}*(?:(?P<colon>[:：])(?:(?:\*\*?|__?)(?!\S))?|(?=\r?$))",
     re.IGNORECASE | re.MULTILINE,
 )
+_KW_SEP_RE = re.compile(f"(?:{_S}|_)+")
 _KINDS = {"thought": "thought", "thoughts": "thought", "actioninput": "input", "action": "action",
-          "finalanswer": "final", "ai": "final", "observation": "observation"}
+          "finalanswer": "final", "ai": "final", "observation": "observation", "observations": "observation",
+          "思考": "thought", "行动输入": "input", "动作输入": "input", "行动": "action", "动作": "action",
+          "最终答案": "final", "最终回答": "final", "观察": "observation", "观察结果": "observation"}
+_INLINE_INPUT_RE = re.compile(rf"action(?:{_S}|_)*input{_S}*[:：]", re.IGNORECASE)
+_END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>",
+               "<end_of_turn>", "<eos>")
 _FENCE_RE = re.compile(r"^[ \t]*```(?P<tag>[^\n`]*)$", re.MULTILINE)
 _THINK_RE = re.compile(r"<(/?)think(?:ing)?>", re.IGNORECASE)
 _NEED_TOOL_RE = re.compile(r"do i need to use a tool\s*\?\s*(yes|no)\b", re.IGNORECASE)
 _JSON_START_RE = re.compile(r"^[ \t]*\{", re.MULTILINE)
 _OBJECT_TOKEN_RE = re.compile(r"[{}\[\]\"'\\]")
 _SEPARATORS_RE = re.compile(r"[\s_-]+")
-_NO_SEPARATORS = str.maketrans("", "", " \t_")
 _WRAPPER_TAGS = {"", "text", "txt", "markdown", "md", "plaintext"}
 _NO_TOOL = {"", "none", "n/a", "na", "null", "nil", "no", "nothing", "no tool", "-"}
-_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’"}
+_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」", "『": "』", "«": "»"}
+_WRAPPERS = ("tool_call", "function_call", "function", "call", "action")  # {"tool_call": {...action...}}
 _LITERAL_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
 
 _FORMAT = ("Reply in exactly this format:\n"
@@ -92,7 +105,7 @@ _PROBLEMS = {
     "said_yes": "You wrote 'Do I need to use a tool? Yes' but no 'Action:' line naming the tool.",
     "thought_only": "Your reply had 'Thought:' but neither an 'Action:' line nor an 'AI:' line.",
     "no_answer": "You wrote 'Do I need to use a tool? No' but no 'AI:' line with your answer.",
-    "empty_answer": "Your reply had 'AI:' (or 'Final Answer:') but no answer after it.",
+    "empty_answer": "Your reply had 'AI:' (or 'Final Answer:', or the final-answer action) but no answer after it.",
     "no_tool": ("Your reply had 'Action: {tool}', which is not a tool. 'Action:' must name exactly one "
                 "tool; when you need none, answer with 'AI:' instead."),
     "truncated_json": ("Your reply has a JSON object that is {detail}. "
@@ -119,6 +132,7 @@ class _Marker:
     kind: str  # thought | action | input | final | observation
     start: int  # start of the marker's line
     end: int  # start of its content
+    weak: bool = False  # a list item or a Chinese marker: counts only in a reply that uses them
 
 
 @dataclass(frozen=True)
@@ -166,7 +180,7 @@ def parse_output(text: str, tool_names: Sequence[str] | None = None) -> Action |
 def _parse(text: str, names: list[str]) -> Action | Finish:
     if not text.strip():
         raise _Broken("empty")
-    body = _unwrap_fence(_drop_think(text))
+    body = _unwrap_fence(_drop_think(_drop_end_tokens(text)))
     body, markers, saw_observation = _cut_observation(body, _markers(body))
     if not body.strip():
         raise _Broken("observation" if saw_observation else "empty")
@@ -185,6 +199,20 @@ def _parse(text: str, names: list[str]) -> Action | Finish:
 
 
 # --- steps 1-3: drop think blocks, find the markers, cut at observation -------------
+
+
+def _drop_end_tokens(text: str) -> str:
+    """Drop chat-template end-of-turn tokens a local server leaked at the very end of the reply."""
+    end, cut = len(text), False
+    while True:
+        while end and text[end - 1].isspace():
+            end -= 1
+        tok = next((t for t in _END_TOKENS if text.endswith(t, 0, end)), None)
+        if tok is None and text.endswith("</s>", 0, end) and (end == 4 or text[end - 5].isspace()):
+            tok = "</s>"  # "<s>x</s>" is markup, kept
+        if tok is None:
+            return text[:end] if cut else text
+        end, cut = end - len(tok), True
 
 
 def _drop_think(text: str) -> str:
@@ -217,7 +245,7 @@ def _fence_blocks(text: str) -> list[tuple[int, int, int, int, str]]:
 
 def _unwrap_fence(text: str) -> str:
     """Remove the fence lines of a plain ``` block that wraps the reply's first marker."""
-    first = _MARKER_RE.search(text)
+    first = next((m for m in _MARKER_RE.finditer(text) if _kind(m)), None)
     for ostart, oend, cstart, cend, tag in _fence_blocks(text) if first else ():
         if ostart > first.start():
             break
@@ -237,10 +265,25 @@ def _markers(text: str) -> list[_Marker]:
     starts, markers = [s for s, _ in spans], []
     for m in _MARKER_RE.finditer(text):
         k = bisect.bisect_right(starts, m.start()) - 1
-        if k < 0 or m.start() >= spans[k][1]:
-            kind = _KINDS[m.group("kw").lower().translate(_NO_SEPARATORS)]
-            markers.append(_Marker(kind, m.start(), m.end()))
+        kind = _kind(m) if k < 0 or m.start() >= spans[k][1] else None
+        if kind:
+            weak = bool(m.group("lst")) or not m.group("kw").isascii()
+            markers.append(_Marker(kind, m.start(), m.end(), weak))
+    pairs = zip(markers, markers[1:])
+    if not any(m.weak and m.kind == "final" for m in markers) and not any(
+            a.kind == "action" and b.kind == "input" and (a.weak or b.weak) for a, b in pairs):
+        markers = [m for m in markers if not m.weak]  # "- Action: Bob to follow up" is a note
     return markers
+
+
+def _kind(m: re.Match) -> str | None:
+    """The kind of a marker match; None for a colon-less word other than Final Answer, or '# AI:'."""
+    key = _KW_SEP_RE.sub("", m.group("kw").lower())
+    if m.group("colon") is None and key != "finalanswer":
+        return None
+    if key == "ai" and (m.group("hdr") or m.group("lst")):
+        return None  # "# AI: Threat or Promise" is a title
+    return _KINDS[key]
 
 
 def _cut_observation(text: str, markers: list[_Marker]) -> tuple[str, list[_Marker], bool]:
@@ -272,18 +315,32 @@ def _parse_action(doc: _Doc, i: int, names: list[str]) -> Action | Finish:
             break
         if doc.markers[j].kind == "input":
             return _result(tool, _clean_input(doc.section(j)), thought, doc.log(j), names)
+    inline = _INLINE_INPUT_RE.search(body, 0, len(head))  # "Action: search, Action Input: x"
+    if inline and inline.start() > 0 and body[inline.start() - 1] in " \t,;|\u00a0":
+        tool_text = body[: inline.start()].rstrip(" \t,;|\u00a0")
+        return _result(_clean_tool(tool_text), _clean_input(body[inline.end() :]), thought, doc.log(i), names)
+    raw_name, colon, _ = head.replace("：", ":").partition(":")
+    name, answer = _clean_tool(raw_name), body[len(raw_name) + 1 :].strip()  # the answer may span lines
+    if colon and _is_finish(name):  # "Action: Final Answer: x"
+        return _result(name, answer, thought, doc.log(i), names)
+    if colon and answer and _registered(name, names) and not _registered(tool, names):
+        return _result(name, answer, thought, doc.log(i), names)  # "Action: search: x"
     call = _call_style(body, names)
     if call is not None:
         return _result(call[0], call[1], thought, doc.log(i), names)
-    name, colon, answer = head.replace("：", ":").partition(":")
-    if colon and answer.strip() and _is_finish(_clean_tool(name)):  # "Action: Final Answer: x"
-        return Finish(answer.strip(), thought, doc.log(i))
+    for j in range(i - 1, -1, -1):  # "Action Input: x" written before "Action: search"
+        if doc.markers[j].kind in ("action", "final"):
+            break
+        if doc.markers[j].kind == "input":
+            return _result(tool, _clean_input(doc.section(j)), thought, doc.log(i), names)
     raise _Broken("no_tool" if tool.lower() in _NO_TOOL else "missing_input", tool=tool)
 
 
 def _result(tool: str, tool_input: str | dict, thought: str, log: str, names: list[str]) -> Action | Finish:
     if _is_finish(tool):
         output = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, ensure_ascii=False)
+        if not output.strip():
+            raise _Broken("empty_answer")
         return Finish(output.strip(), thought, log)
     if tool.lower() in _NO_TOOL:
         raise _Broken("no_tool", tool=tool)
@@ -384,14 +441,20 @@ def _load_blob(blob: str) -> dict | None:
     return _load_object(blob[:end]) if status == "ok" else None
 
 
-def _json_shape(obj: dict) -> tuple[str, object, str] | None:
+def _json_shape(obj: dict, wrapped: bool = False) -> tuple[str, object, str] | None:
     """(tool, input, thought) of a JSON action, input ``...`` when missing; None: not an action."""
+    obj = _plain_keys(obj)  # "Action Input", "action-input" → "action_input"
+    if len(obj) == 1 and not wrapped:  # {"tool_call": {"action": ..., "action_input": ...}}
+        key, inner = next(iter(obj.items()))
+        if key in _WRAPPERS and isinstance(inner, dict):
+            return _json_shape(inner, True)
     thought = obj.get("thought") or obj.get("thoughts") or ""
     if isinstance(thought, dict):  # chatgpt-tool-hub: {"thoughts": {"text": ...}}
         thought = thought.get("text") or thought.get("reasoning") or ""
-    tool, keys = obj.get("action"), ("action_input", "tool_input", "input", "arguments")
+    tool, keys = obj.get("action"), ("action_input", "actioninput", "tool_input", "input", "arguments")
     if isinstance(obj.get("tool"), dict):  # chatgpt-tool-hub: {"tool": {"name": ..., "input": ...}}
-        tool, obj, keys = obj["tool"].get("name"), obj["tool"], ("input", "arguments", "args")
+        obj = _plain_keys(obj["tool"])
+        tool, keys = obj.get("name"), ("input", "arguments", "args")
     elif tool is None and isinstance(obj.get("tool"), str):
         tool, keys = obj["tool"], ("tool_input", "input", "arguments", "args")
     elif tool is None and ("arguments" in obj or "parameters" in obj):  # function-call style
@@ -400,6 +463,10 @@ def _json_shape(obj: dict) -> tuple[str, object, str] | None:
         return None
     thought = thought.strip() if isinstance(thought, str) else ""
     return tool.strip(), next((obj[k] for k in keys if k in obj), ...), thought
+
+
+def _plain_keys(obj: dict) -> dict:
+    return {_SEPARATORS_RE.sub("_", str(k).strip().lower()): v for k, v in obj.items()}
 
 
 def _json_result(obj: dict, prose: str, log: str, names: list[str]) -> Action | Finish:
@@ -422,7 +489,11 @@ def _json_result(obj: dict, prose: str, log: str, names: list[str]) -> Action | 
 
 
 def _clean_tool(s: str) -> str:
-    return s.strip().strip("`'\"*“”‘’").strip()
+    """The tool name without quotes, bold, zero-width characters or a trailing period/comma."""
+    s = s.strip().strip("`'\"*“”‘’\u200b\u200c\u200d\u2060\ufeff").strip()
+    if s[:1] + s[-1:] in ("[]", "<>") and not any(c in s[1:-1] for c in "[]<>"):
+        s = s[1:-1].strip()  # "Action: [search]", copied from "one of [tools]" or "<tool name>"
+    return s.rstrip(".,;:。，；：").strip() or s
 
 
 def _squash(name: str) -> str:
@@ -434,6 +505,10 @@ _FINISH_KEYS = frozenset(_squash(n) for n in FINISH_TOOL_NAMES)
 
 def _is_finish(tool: str) -> bool:
     return _squash(tool) in _FINISH_KEYS
+
+
+def _registered(tool: str, names: list[str]) -> bool:
+    return bool(tool) and any(_squash(n) == _squash(tool) for n in names)
 
 
 def _resolve(tool: str, names: list[str]) -> str:
@@ -494,9 +569,11 @@ def _clean_input(section: str) -> str | dict:
     if not s.startswith("{"):
         return _strip_quotes(s)
     status, end = _scan_object(s, 0)
-    if status == "ok" and end == len(s):
-        obj = _load_object(s)
-        return s if obj is None else obj
     if status != "ok":
         _load_blob(s)  # raises for a cut-off object; a malformed one stays text
+        return s
+    rest = s[end:].lstrip(" \t")
+    if end == len(s) or rest[:1] in ("\n", "\r") and rest.lstrip()[:1] not in ("{", "[", ","):
+        obj = _load_object(s[:end])  # the object, even with chatter on the lines after it
+        return s if obj is None else obj
     return s

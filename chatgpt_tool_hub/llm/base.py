@@ -139,5 +139,11 @@ def stream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None
         response = call_llm(llm, messages, stop)
         yield StreamChunk(text=response.text, finish_reason=response.finish_reason, usage=response.usage)
         return
-    for chunk in streamer(list(messages), stop=list(stop) if stop else None):
+    try:
+        chunks = streamer(list(messages), stop=list(stop) if stop else None)
+    except TypeError as exc:  # a stream() without a stop keyword; the caller cuts at stop sequences
+        if _accepts_stop(exc):
+            raise
+        chunks = streamer(list(messages))
+    for chunk in chunks:
         yield StreamChunk(text=chunk) if isinstance(chunk, str) else chunk
