@@ -101,7 +101,8 @@ class EventView:
             self.console.print(Panel(Markdown(event.text), title=f"AI{note}", title_align="left",
                                      border_style="bold magenta"))
         else:
-            self.console.print(event.text, markup=False, highlight=False)
+            # the answer exactly as the model wrote it: never hard-wrapped at the console width
+            self.console.print(event.text, markup=False, highlight=False, soft_wrap=True)
 
 
 # ---- commands ----------------------------------------------------------------------------
@@ -117,8 +118,12 @@ def _approver(console) -> Callable[[str, Any], bool]:
     def approve(tool_name: str, tool_input: Any) -> bool:
         from rich.prompt import Confirm
 
+        from rich.markup import escape
+
         shown = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, ensure_ascii=False)
-        console.print(f"[bold red]{tool_name}[/] wants to run with input:\n{shown}", markup=True)
+        # escaped: what is approved must be shown exactly ("ls [abc]*" is not rich markup)
+        console.print(f"[bold red]{escape(str(tool_name))}[/] wants to run with input:\n{escape(shown)}",
+                      markup=True, highlight=False)
         return Confirm.ask("Allow?", console=console, default=False)
 
     return approve
@@ -153,8 +158,11 @@ def cmd_repl(args) -> int:
     console = _console()
     app = _create_app(args, console)
     _load_readline()
+    from rich.markup import escape
+
     console.print(f"[bold]LLM-OS[/] · chatgpt_tool_hub {__version__} · model "
-                  f"[cyan]{getattr(app.llm, 'model_name', '?')}[/] · tools: {', '.join(app.tool_names) or '(none)'}")
+                  f"[cyan]{escape(str(getattr(app.llm, 'model_name', '?')))}[/] · tools: "
+                  f"{escape(', '.join(app.tool_names)) or '(none)'}")
     console.print("Type a question, or /help. Ctrl-D to leave.\n")
     view = EventView(console, verbose=True)
     try:
@@ -176,7 +184,9 @@ def cmd_repl(args) -> int:
             except KeyboardInterrupt:
                 console.print("[red]interrupted[/]")
             except (RunError, UserError) as exc:
-                console.print(f"[red]{type(exc).__name__}:[/] {exc}", markup=True)
+                from rich.markup import escape
+
+                console.print(f"[red]{type(exc).__name__}:[/] {escape(str(exc))}", markup=True, soft_wrap=True)
             finally:
                 view.close()
     finally:
@@ -304,11 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     err = _console(stderr=True)
     try:
         return func(args)
-    except ConfigError as exc:
-        err.print(f"configuration error: {exc}", markup=False)
+    except ConfigError as exc:  # soft_wrap: messages stay greppable, never broken mid-phrase
+        err.print(f"configuration error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_CONFIG
     except ToolHubError as exc:
-        err.print(f"{type(exc).__name__}: {exc}", markup=False)
+        err.print(f"{type(exc).__name__}: {exc}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

@@ -15,6 +15,7 @@ to test your own tools and prompts without a network::
 from __future__ import annotations
 
 import copy
+import inspect
 import re
 import threading
 from typing import Callable, Iterable, Iterator, Sequence, Union
@@ -34,6 +35,9 @@ class ScriptExhaustedError(UserError):
 class ScriptedLLM(BaseLLM):
     """A fake LLM: returns ``replies`` in order; a callable reply receives the messages.
 
+    A single string (or callable) is one reply; a callable that takes no
+    arguments is called without the messages.
+
     ``requests`` holds one list of messages per call (deep copies). Stop
     sequences are honoured like a real server would (the reply is cut at the
     first one). Running out of replies raises :class:`ScriptExhaustedError`.
@@ -41,7 +45,11 @@ class ScriptedLLM(BaseLLM):
 
     model_name = "scripted"
 
-    def __init__(self, replies: Iterable[Reply], *, chunk_size: int = 8):
+    def __init__(self, replies: Iterable[Reply] | Reply | None = (), *, chunk_size: int = 8):
+        if replies is None:
+            replies = []
+        elif isinstance(replies, str) or callable(replies):  # one reply, not a list of characters
+            replies = [replies]
         self.replies: list[Reply] = list(replies)
         self.requests: list[list[Message]] = []
         self.stops: list[list[str] | None] = []
@@ -71,7 +79,7 @@ class ScriptedLLM(BaseLLM):
                     f"scripted; add more replies (ScriptedLLM([...]) or .add(...))"
                 )
             reply = self.replies[index]
-        text = reply(snapshot) if callable(reply) else reply
+        text = _call(reply, snapshot) if callable(reply) else reply
         text = "" if text is None else str(text)
         finish = "stop"
         for s in stop or ():
@@ -85,6 +93,17 @@ class ScriptedLLM(BaseLLM):
         for i in range(0, len(pieces), self.chunk_size):
             yield StreamChunk(text="".join(pieces[i:i + self.chunk_size]))
         yield StreamChunk(finish_reason=response.finish_reason, usage=response.usage)
+
+
+def _call(reply: Callable, messages: list[Message]) -> object:
+    """A callable reply gets the messages; one that takes no arguments is called without them."""
+    try:
+        signature = inspect.signature(reply)
+    except (TypeError, ValueError):  # builtins without a signature
+        return reply(messages)
+    takes_one = any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+                    for p in signature.parameters.values())
+    return reply(messages) if takes_one else reply()
 
 
 def _estimate(messages: list[Message], text: str) -> Usage:

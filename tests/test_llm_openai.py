@@ -495,3 +495,16 @@ def test_stop_cutter_flushes_held_tail():
     cutter = StopCutter(["XYZ"])
     out = "".join(cutter.feed(p) for p in ["ab", "cX", "Y"]) + cutter.flush()
     assert out == "abcXY" and not cutter.stopped
+
+
+def test_a_key_deep_in_the_exception_chain_drops_the_chain():
+    from chatgpt_tool_hub.llm.openai_client import _chain_mentions
+
+    try:
+        try:
+            raise ValueError("Illegal header value b'Bearer sk-deep-secret'")
+        except ValueError as inner:
+            raise RuntimeError("transport failed") from inner
+    except RuntimeError as outer:
+        assert _chain_mentions(outer, "sk-deep-secret")
+        assert not _chain_mentions(outer, "sk-other")

@@ -36,3 +36,18 @@ def test_no_secret_in_debug_logs_errors_or_reprs(chat_server, caplog, capsys, mo
     for text in texts:
         assert SECRET not in text
     assert chat_server.requests[0]["headers"]["authorization"] == f"Bearer {SECRET}"
+
+
+def test_configured_keys_are_redacted_from_observations(tmp_path):
+    from chatgpt_tool_hub.testing import ScriptedLLM
+    from chatgpt_tool_hub.tools import tool
+
+    @tool(name="leaky", description="Fails with a URL that carries the key.")
+    def leaky(text: str) -> str:
+        raise RuntimeError(f"GET https://api.example/search?key={SECRET} failed")
+
+    llm = ScriptedLLM([act("leaky", "x"), answer("done")])
+    app = AppFactory().create_app(tools_list=[leaky], llm=llm, no_default=True, bing_subscription_key=SECRET)
+    result = app.run("q")
+    assert SECRET not in result.steps[0].observation and "key=***" in result.steps[0].observation
+    assert all(SECRET not in m["content"] for m in llm.requests[1])

@@ -36,7 +36,7 @@ class App(ConversationApp):
                  config: dict[str, Any] | None = None, registry: Any = None,
                  tool_config: dict[str, Any] | None = None,
                  budget_limits: tuple[int | None, int | None] = (None, None),
-                 file_announcer: FileAnnouncer | None = None):
+                 file_announcer: FileAnnouncer | None = None, secrets: Sequence[str] = ()):
         super().__init__(llm, tools, memory_max_tokens=memory_max_tokens, approve=approve, callbacks=callbacks,
                          file_announcer=file_announcer)
         self.settings = settings or EngineSettings()
@@ -45,6 +45,7 @@ class App(ConversationApp):
         self._registry = registry
         self._tool_config = dict(tool_config or {})  # full values (with keys) for building tools; never shown
         self.budget_limits = budget_limits  # (max LLM calls, max tool calls) per question, tree-wide
+        self.secrets: list[str] = list(secrets)  # configured key values, redacted from observations
 
     @property
     def prompt_language(self) -> str:  # type: ignore[override]
@@ -110,7 +111,8 @@ class App(ConversationApp):
     def _execute(self, query: str, history: list[Message], session_id: str, stream: bool):
         with self._lock:
             budget = Budget(max_llm_calls=self.budget_limits[0], max_tool_calls=self.budget_limits[1])
-            engine = Engine(self.llm, self._tools.values(), self.settings, approve=self.approve, budget=budget)
+            engine = Engine(self.llm, self._tools.values(), self.settings, approve=self.approve, budget=budget,
+                            secrets=self.secrets)
         return (yield from engine.iter_run(query, history, stream=stream, session_id=session_id))
 
     def __repr__(self) -> str:

@@ -8,8 +8,11 @@ or the environment.
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from functools import partial
 from typing import Any, Callable, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 from ..config import is_secret_key
 from ..engine.loop import EngineSettings
@@ -40,8 +43,12 @@ class AppFactory:
         self._env_kwargs: dict[str, Any] = {}
 
     def init_env(self, **kwargs: Any) -> "AppFactory":
-        """Remember ``kwargs`` as defaults for ``create_app`` and set up logging."""
-        self._env_kwargs.update(kwargs)
+        """Remember ``kwargs`` as defaults for ``create_app`` and set up logging.
+
+        Empty strings and ``None`` count as unset here too: they never erase a
+        value an earlier ``init_env`` call gave.
+        """
+        self._env_kwargs.update(_set_only(kwargs))
         debug = kwargs.get("debug")
         configure_logging(str(debug).lower() in ("1", "true", "yes", "on"), _secret_values(kwargs))
         return self
@@ -66,12 +73,29 @@ class AppFactory:
             raise ConfigError(f"unknown app_type {app_type!r}; available: {', '.join(APP_TYPES)}",
                               key="app_type")
         registry = self.registry.copy()
-        merged = {**self._env_kwargs, **kwargs}
+        # chatbots pass every key, most of them empty: an empty keyword never erases an init_env value
+        merged = {**self._env_kwargs, **_set_only(kwargs)}
         config = load_settings(merged, tool_prefixes=env_prefixes(registry))
         configure_logging(bool(config["debug"]), _secret_values(config.values))
-        tools = self._build_tools(registry, tools_list, config)
-        if llm is None:
-            llm = build_llm(config.values)
+        owned: list[Tool] = []
+        try:
+            tools = self._build_tools(registry, tools_list, config, owned)
+            if llm is None:
+                llm = build_llm(config.values)
+            app = self._assemble(app_type, llm, tools, config, registry, approve, callbacks)
+        except BaseException:
+            _close_tools(owned)  # e.g. MCP connections opened before a later tool failed
+            raise
+        # an app that is dropped without close() (the chatbot's "$tool reset" builds a new one each
+        # time) still releases what was opened for it: MCP connections, planner threads
+        finalizer = weakref.finalize(app, _release, owned, getattr(app, "_pool", None))
+        finalizer.atexit = False  # at exit the tools' own handlers (MCP, python workers) clean up in order
+        if log.isEnabledFor(logging.DEBUG):  # a text, not the app: a handler that keeps records must not keep it alive
+            log.debug("created %s with model %s", repr(app), str(getattr(llm, "model_name", type(llm).__name__)))
+        return app
+
+    def _assemble(self, app_type: str, llm: LLM, tools: list[Tool], config: ResolvedConfig, registry: ToolRegistry,
+                  approve: Callable[[str, Any], bool] | None, callbacks: Sequence[Callable]) -> Any:
         announcer = partial(announce_file, workspace=config.get("workspace_dir") or "./workspace")
         if app_type == "planner":
             from ..planner.app import PlannerApp
@@ -89,16 +113,20 @@ class AppFactory:
         def llm_builder(model_name: str) -> LLM:
             return build_llm({**values, "model_name": model_name})
 
-        app = App(llm, tools, settings=settings, memory_max_tokens=config["memory_max_tokens"],
-                  approve=approve, callbacks=callbacks, llm_builder=llm_builder,
-                  config={k: v for k, v in values.items() if not is_secret_key(k)}, registry=registry,
-                  tool_config=values, budget_limits=(config["max_llm_calls"], config["max_tool_calls"]),
-                  file_announcer=announcer)
-        log.debug("created %r with model %s", app, getattr(llm, "model_name", type(llm).__name__))
-        return app
+        return App(llm, tools, settings=settings, memory_max_tokens=config["memory_max_tokens"],
+                   approve=approve, callbacks=callbacks, llm_builder=llm_builder,
+                   config=shown_config(values), registry=registry,
+                   tool_config=values, budget_limits=(config["max_llm_calls"], config["max_tool_calls"]),
+                   file_announcer=announcer, secrets=_secret_values(values))
 
-    def _build_tools(self, registry: ToolRegistry, tools_list: Sequence[str | Tool] | None,
-                     config: ResolvedConfig) -> list[Tool]:
+    def _build_tools(self, registry: ToolRegistry, tools_list: Sequence[str | Tool] | str | Tool | None,
+                     config: ResolvedConfig, owned: list[Tool] | None = None) -> list[Tool]:
+        """The app's tools; those built here for this app alone are appended to ``owned``."""
+        owned = [] if owned is None else owned
+        if isinstance(tools_list, str):  # "python" or "python, url-get": never a list of characters
+            tools_list = [name.strip() for name in tools_list.split(",") if name.strip()]
+        elif isinstance(tools_list, Tool):
+            tools_list = [tools_list]
         requested: list[str | Tool] = list(tools_list if tools_list is not None else (config.tools or []))
         if not config["no_default"]:
             requested = [*registry.default_tool_names(), *requested]
@@ -112,17 +140,32 @@ class AppFactory:
             raise ConfigError(f"unknown tool(s) in tools_list: {', '.join(map(repr, unknown))}. "
                               f"Known tools: {known}", key="tools_list")
         tools: dict[str, Tool] = {}
+        built: set[str] = set()
         for item in requested:
-            tool = item if isinstance(item, Tool) else registry.build(item, **config.values)
+            if isinstance(item, Tool):  # the caller's object: the caller closes it
+                tools.setdefault(item.name, item)
+                continue
+            resolved = registry.resolve_name(item) or item
+            if resolved in built:  # listed twice (or a default tool listed again): build it once
+                continue
+            built.add(resolved)
+            tool = registry.build(resolved, **config.values)
+            if not registry.builds_shared_instance(item):
+                owned.append(tool)
             tools.setdefault(tool.name, tool)
-        for tool in _remote_tools(config):
+        remote = _remote_tools(config, owned)
+        for tool in remote:
             tools.setdefault(tool.name, tool)
         return list(tools.values())
 
 
-def _remote_tools(config: ResolvedConfig) -> list[Tool]:
-    """Tools from ``openapi_plugins`` and ``mcp_servers`` entries (a source string or a dict of options)."""
-    tools: list[Tool] = []
+def _remote_tools(config: ResolvedConfig, owned: list[Tool] | None = None) -> list[Tool]:
+    """Tools from ``openapi_plugins`` and ``mcp_servers`` entries (a source string or a dict of options).
+
+    ``owned`` (when given) receives every tool as soon as it is built, so a later failure can close it.
+    """
+    tools: list[Tool] = owned if owned is not None else []
+    start = len(tools)
     openapi = _entries(config, "openapi_plugins")
     if openapi:
         from ..tools.plugins.openapi import load_openapi_tools
@@ -144,7 +187,7 @@ def _remote_tools(config: ResolvedConfig) -> list[Tool]:
                 tools.extend(load_mcp_tools(**entry))
             else:
                 tools.extend(load_mcp_tools(entry))
-    return tools
+    return tools[start:]
 
 
 def _entries(config: ResolvedConfig, key: str) -> list:
@@ -175,5 +218,71 @@ def env_prefixes(registry: ToolRegistry) -> list[str]:
     return [*names, *_SHARED_PREFIXES, *keys]
 
 
+def _set_only(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` without empty strings and ``None`` (which count as unset)."""
+    return {k: v for k, v in kwargs.items() if v is not None and not (isinstance(v, str) and not v.strip())}
+
+
 def _secret_values(values: dict[str, Any]) -> list[str]:
-    return [v for k, v in values.items() if isinstance(v, str) and v and is_secret_key(k)]
+    secrets = [v for k, v in values.items() if isinstance(v, str) and v and is_secret_key(k)]
+    # a proxy or base URL may carry a password: http://user:password@host
+    secrets += [password for v in values.values() if isinstance(v, str) and (password := _url_password(v))]
+    return secrets
+
+
+def _url_password(value: str) -> str | None:
+    if "://" not in value or "@" not in value:
+        return None
+    try:
+        return urlsplit(value.strip()).password or None
+    except ValueError:
+        return None
+
+
+def _without_credentials(value: Any) -> Any:
+    """A URL with its user-info replaced by ``***``; other values unchanged."""
+    if not isinstance(value, str) or "://" not in value or "@" not in value:
+        return value
+    try:
+        parts = urlsplit(value.strip())
+        if parts.username is None and parts.password is None:
+            return value
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return "<invalid url>"
+
+
+def shown_config(values: dict[str, Any]) -> dict[str, Any]:
+    """The settings an app shows (``app.config``): no secret keys, no credentials inside URLs."""
+    return {k: _without_credentials(v) for k, v in values.items() if not is_secret_key(k)}
+
+
+def _close_tools(tools: Sequence[Tool]) -> None:
+    for tool in tools:
+        try:
+            tool.close()
+        except Exception:
+            log.debug("closing %s failed", getattr(tool, "name", tool), exc_info=True)
+
+
+def _release(owned: list[Tool], pool: Any) -> None:
+    """Finalizer of a dropped app: close what was built for it, off the collecting thread."""
+    def work() -> None:
+        if pool is not None and callable(getattr(pool, "close", None)):
+            try:
+                pool.close()
+            except Exception:
+                log.debug("closing the planner pool failed", exc_info=True)
+        _close_tools(owned)
+
+    if not owned and pool is None:
+        return
+    try:
+        # closing an MCP connection may wait for its server; never block (or deadlock) the thread that
+        # happened to drop the last reference
+        threading.Thread(target=work, name="tool-hub-release", daemon=True).start()
+    except RuntimeError:  # interpreter shutting down: no new threads
+        work()

@@ -38,7 +38,7 @@ class ResolvedConfig:
 def read_config_json(path: Path) -> tuple[list[str] | None, dict[str, Any]]:
     """``(tools, kwargs)`` from a config.json; errors name the file and line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # Windows editors save a byte-order mark
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}", key="config_path") from None
     try:
@@ -104,10 +104,26 @@ def load_settings(kwargs: Mapping[str, Any], *, environ: Mapping[str, str] | Non
         layer({k.lower(): v for k, v in read_env_file(env_path).items()}, f".env ({env_path})")
 
     layer(_from_environ(environ, tuple(tool_prefixes), set(values)), "environment")
-    layer({k: v for k, v in kwargs.items() if k not in _LOADER_KEYS}, "keyword")
+    # the table's keys are lower case; THINK_DEPTH=... as a keyword means the same setting
+    layer({(k.lower() if isinstance(k, str) and k.lower() in SETTINGS else k): v
+           for k, v in kwargs.items() if k not in _LOADER_KEYS}, "keyword")
 
-    typed = {key: coerce(key, value) for key, value in values.items()}
+    typed: dict[str, Any] = {}
+    for key, value in values.items():
+        try:
+            typed[key] = coerce(key, value)
+        except ConfigError as exc:  # say where the bad value is, so it can be found and fixed
+            raise ConfigError(f"{exc} (the value came from {_describe_source(sources.get(key, 'default'))})",
+                              key=exc.key) from None
     return ResolvedConfig(typed, tools, sources)
+
+
+def _describe_source(source: str) -> str:
+    if source == "keyword":
+        return "a keyword argument of init_env/create_app"
+    if source == "environment":
+        return "the environment"
+    return source
 
 
 def _from_environ(environ: Mapping[str, str], prefixes: tuple[str, ...], known: set[str]) -> dict[str, str]:

@@ -45,12 +45,15 @@ class Engine:
     """A ReAct engine over one LLM and a fixed set of tools."""
 
     def __init__(self, llm: LLM, tools: Iterable[Tool] = (), settings: EngineSettings | None = None, *,
-                 approve: Approver | None = None, budget: Budget | None = None):
+                 approve: Approver | None = None, budget: Budget | None = None,
+                 secrets: Sequence[str] = ()):
         self.llm = llm
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         self.settings = settings or EngineSettings()
         self.approve = approve
         self.budget = budget
+        # configured keys: replaced by *** in observations, which go to the LLM and into RunResult
+        self.secrets = sorted({s for s in secrets if isinstance(s, str) and len(s) >= 4}, key=len, reverse=True)
 
     # ---- the loop ------------------------------------------------------------
 
@@ -136,7 +139,7 @@ class Engine:
         started = time.perf_counter()
         observation, status, tool_name = self._dispatch(state, action)
         yield from state.drain_nested()
-        observation = truncate_observation(observation, self.settings.observation_max_chars)
+        observation = truncate_observation(self._redact(observation), self.settings.observation_max_chars)
         step = ToolStep(tool_name, action.tool_input, observation, action.thought, action.log or "",
                         status, time.perf_counter() - started)
         state.steps.append(step)
@@ -201,6 +204,11 @@ class Engine:
         return state.result(output, stopped_by)  # type: ignore[arg-type]
 
     # ---- helpers -----------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _resolve(self, name: str) -> Tool | None:
         if name in self.tools:

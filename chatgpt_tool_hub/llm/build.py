@@ -27,6 +27,9 @@ def build_llm(raw: Mapping[str, Any]) -> LLM:
     """
     values = {k: coerce(k, v) for k, v in raw.items()
               if k in SETTINGS and v is not None and not (isinstance(v, str) and not v.strip())}
+    # a key or URL pasted with a newline or spaces (.env, config.json) is never meant to keep them;
+    # a key with a newline would otherwise fail as a misleading "connection error"
+    values = {k: v.strip() if isinstance(v, str) else v for k, v in values.items()}
     model = str(values.get("model_name") or SETTINGS["model_name"].default)
     if model.startswith("local:"):
         from .local import LocalLLM

@@ -167,6 +167,22 @@ class _Attempt(Exception):
 # --- the client ---------------------------------------------------------------------------
 
 
+def _chain_mentions(exc: BaseException, secret: str) -> bool:
+    """True when ``secret`` appears in any exception of the ``__cause__``/``__context__`` chain."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        texts = (str(current), repr(current.args), repr(getattr(current, "body", "")))
+        if any(secret in text for text in texts):
+            return True
+        stack.extend((current.__cause__, current.__context__))
+    return False
+
+
 class OpenAICompatibleLLM(BaseLLM):
     """Chat completions from any OpenAI-compatible endpoint.
 
@@ -361,9 +377,9 @@ class OpenAICompatibleLLM(BaseLLM):
         return random.uniform(0.0, min(self.backoff_max, self.backoff_base * (2 ** attempt)))
 
     def _raise(self, final: Exception, cause: Exception | None) -> None:
-        # keep the cause for debugging, unless its text could carry the key
+        # keep the cause for debugging, unless any exception in its chain could carry the key
         key = self._api_key.get()
-        if cause is not None and key and (key in str(cause) or key in repr(getattr(cause, "body", ""))):
+        if cause is not None and key and _chain_mentions(cause, key):
             cause = None
         raise final from cause
 

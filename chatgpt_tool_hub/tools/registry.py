@@ -39,6 +39,7 @@ class ToolEntry:
     required_keys: list[str] = field(default_factory=list)
     default: bool = False
     description: str = ""
+    shared: bool = False  # registered as a ready Tool: every build returns that one object
 
 
 class ToolRegistry:
@@ -56,23 +57,36 @@ class ToolRegistry:
 
     # ---- chatgpt-tool-hub compatible calls ---------------------------------
 
-    def register_tool(self, name: str, factory: ToolFactory | Tool, required_keys: Iterable[str] | None = None,
-                      *, default: bool = False, description: str = "") -> None:
-        """Register ``factory`` (or a ready ``Tool``) under ``name``. Re-registering replaces."""
+    def register_tool(self, name: str, factory: ToolFactory | Tool | None = None,
+                      required_keys: Iterable[str] | None = None, *, default: bool = False, description: str = "",
+                      tool_input_keys: Iterable[str] | None = None, function: ToolFactory | None = None) -> None:
+        """Register ``factory`` (or a ready ``Tool``) under ``name``. Re-registering replaces.
+
+        ``function=`` and ``tool_input_keys=`` are chatgpt-tool-hub's keyword names for
+        ``factory`` and ``required_keys``.
+        """
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("a tool name must be a non-empty string", key="name")
+        factory = factory if factory is not None else function
+        if required_keys is None:
+            required_keys = tool_input_keys
+        if isinstance(required_keys, str):  # "api_key" means ["api_key"], not its letters
+            required_keys = [required_keys]
+        shared = False
         if isinstance(factory, Tool):
             instance = factory
             description = description or instance.description
             factory = lambda **_kwargs: instance  # noqa: E731 - a ready tool ignores config
+            shared = True
         elif not callable(factory):
             raise ConfigError(f"tool '{name}': factory must be callable or a Tool", key=name)
         with self._lock:
-            self._entries[name] = ToolEntry(name, factory, list(required_keys or []), default, description)
+            self._entries[name] = ToolEntry(name, factory, list(required_keys or []), default, description, shared)
 
-    def unregister_tool(self, name: str) -> None:
+    def unregister_tool(self, name: str) -> bool:
+        """Forget ``name``; ``True`` when it was registered (as chatgpt-tool-hub returns)."""
         with self._lock:
-            self._entries.pop(name, None)
+            return self._entries.pop(name, None) is not None
 
     def get_registered_tool_names(self) -> list[str]:
         self._ensure_discovered()
@@ -129,6 +143,14 @@ class ToolRegistry:
         if not built.name:
             built.name = resolved
         return built
+
+    def builds_shared_instance(self, name: str) -> bool:
+        """True when ``name`` was registered as a ready ``Tool`` (every build returns the same object,
+        so no single app owns it)."""
+        resolved = self.resolve_name(name)
+        with self._lock:
+            entry = self._entries.get(resolved) if resolved is not None else None
+            return bool(entry is not None and entry.shared)
 
     def copy(self) -> "ToolRegistry":
         self._ensure_discovered()
