@@ -12,9 +12,11 @@ from typing import Any, Mapping
 
 from .errors import ConfigError
 
-__all__ = ["Setting", "SETTINGS", "coerce", "coerce_as", "defaults", "get_typed", "is_secret_key", "DEFAULT_BASE_URL"]
+__all__ = ["Setting", "SETTINGS", "coerce", "coerce_as", "defaults", "get_typed", "is_secret_key", "DEFAULT_BASE_URL",
+           "TOOL_CALLING_MODES"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+TOOL_CALLING_MODES = ("text", "native")
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("memory_max_tokens", int, 2000, "token budget of the chat history kept per session"),
         Setting("observation_max_chars", int, 4000, "longer observations keep head and tail"),
         Setting("prompt_language", str, "auto", "'en', 'zh' or 'auto' (by the question's script)"),
+        Setting("tool_calling", str, "text", "'text' (Thought/Action/Action Input protocol) or 'native' "
+                "(the API's tool calls)"),
         Setting("expert_device", str, None, "device of every expert model unless <tool>_device says otherwise"),
         Setting("expert_load", str, None, "TaskMatrix-style placement, e.g. image-captioning_cuda:0,object-detection_cpu"),
         Setting("expert_memory_budget_mb", int, 0, "evict least-recently-used expert models past this (0: no limit)"),
@@ -134,6 +138,11 @@ def coerce(key: str, value: Any) -> Any:
     typed = coerce_as(key, value, setting.type)
     if key == "think_depth" and typed is not None and typed < 0:
         raise ConfigError("setting 'think_depth' must be >= 0", key=key)
+    if key == "tool_calling" and typed is not None:
+        typed = typed.strip().lower() or "text"
+        if typed not in TOOL_CALLING_MODES:
+            raise ConfigError(f"setting 'tool_calling' must be one of {', '.join(TOOL_CALLING_MODES)}, "
+                              f"got {typed[:30]!r}", key=key)
     return typed
 
 

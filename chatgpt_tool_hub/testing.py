@@ -10,11 +10,20 @@ to test your own tools and prompts without a network::
     app = AppFactory().create_app(tools_list=[], llm=llm, no_default=True)
     assert app.ask("hi") == "hello"
     assert llm.requests[0][-1]["content"] == "hi"
+
+A reply may also be an ``LLMResponse`` (returned as it is), which is how a
+test scripts native tool calls::
+
+    from chatgpt_tool_hub.llm.base import LLMResponse, ToolCall
+
+    llm = ScriptedLLM([LLMResponse("", tool_calls=[ToolCall("call_1", "python", {"input": "print(1)"})]),
+                       "The program printed 1."])
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import re
 import threading
@@ -25,7 +34,7 @@ from .llm.base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
 
 __all__ = ["ScriptedLLM", "ScriptExhaustedError"]
 
-Reply = Union[str, Callable[[list], str]]
+Reply = Union[str, LLMResponse, Callable[[list], Union[str, LLMResponse]]]
 
 
 class ScriptExhaustedError(UserError):
@@ -35,12 +44,15 @@ class ScriptExhaustedError(UserError):
 class ScriptedLLM(BaseLLM):
     """A fake LLM: returns ``replies`` in order; a callable reply receives the messages.
 
-    A single string (or callable) is one reply; a callable that takes no
-    arguments is called without the messages.
+    A single string (or callable, or ``LLMResponse``) is one reply; a callable
+    that takes no arguments is called without the messages. A reply (or a
+    callable's result) that is an :class:`LLMResponse` is returned as it is (a
+    copy), tool calls included: that is how tests script native tool calls.
 
-    ``requests`` holds one list of messages per call (deep copies). Stop
-    sequences are honoured like a real server would (the reply is cut at the
-    first one). Running out of replies raises :class:`ScriptExhaustedError`.
+    ``requests`` holds one list of messages per call (deep copies); ``tools``
+    holds the ``tools`` each call got (``None`` when none were given). Stop
+    sequences are honoured like a real server would (a text reply is cut at
+    the first one). Running out of replies raises :class:`ScriptExhaustedError`.
     """
 
     model_name = "scripted"
@@ -48,11 +60,12 @@ class ScriptedLLM(BaseLLM):
     def __init__(self, replies: Iterable[Reply] | Reply | None = (), *, chunk_size: int = 8):
         if replies is None:
             replies = []
-        elif isinstance(replies, str) or callable(replies):  # one reply, not a list of characters
+        elif isinstance(replies, (str, LLMResponse)) or callable(replies):  # one reply, not a list of characters
             replies = [replies]
         self.replies: list[Reply] = list(replies)
         self.requests: list[list[Message]] = []
         self.stops: list[list[str] | None] = []
+        self.tools: list[list[dict] | None] = []
         self.chunk_size = max(1, chunk_size)
         self._lock = threading.Lock()
         self._next = 0
@@ -66,13 +79,15 @@ class ScriptedLLM(BaseLLM):
             self.replies.extend(replies)
         return self
 
-    def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> LLMResponse:
+    def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
+                 tools: Sequence[dict] | None = None) -> LLMResponse:
         with self._lock:
             index = self._next
             self._next += 1
             snapshot = copy.deepcopy(list(messages))
             self.requests.append(snapshot)
             self.stops.append(list(stop) if stop else None)
+            self.tools.append(copy.deepcopy(list(tools)) if tools is not None else None)
             if index >= len(self.replies):
                 raise ScriptExhaustedError(
                     f"ScriptedLLM ran out of replies: call {index + 1} but only {len(self.replies)} "
@@ -80,6 +95,8 @@ class ScriptedLLM(BaseLLM):
                 )
             reply = self.replies[index]
         text = _call(reply, snapshot) if callable(reply) else reply
+        if isinstance(text, LLMResponse):
+            return dataclasses.replace(text, tool_calls=list(text.tool_calls or ()))
         text = "" if text is None else str(text)
         finish = "stop"
         for s in stop or ():
@@ -87,12 +104,14 @@ class ScriptedLLM(BaseLLM):
                 text = text[: text.index(s)]
         return LLMResponse(text=text, finish_reason=finish, usage=_estimate(snapshot, text), model=self.model_name)
 
-    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
-        response = self.complete(messages, stop=stop)
-        pieces = re.findall(r"\S+\s*|\s+", response.text) or [""]
+    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
+               tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
+        response = self.complete(messages, stop=stop, tools=tools)
+        pieces = re.findall(r"\S+\s*|\s+", response.text or "") or [""]
         for i in range(0, len(pieces), self.chunk_size):
             yield StreamChunk(text="".join(pieces[i:i + self.chunk_size]))
-        yield StreamChunk(finish_reason=response.finish_reason, usage=response.usage)
+        yield StreamChunk(finish_reason=response.finish_reason, usage=response.usage,
+                          tool_calls=list(response.tool_calls))
 
 
 def _call(reply: Callable, messages: list[Message]) -> object:

@@ -22,6 +22,11 @@ Scripting:
 * ``replies``: strings or callables ``(request_json) -> str`` consumed in order;
   when empty the reply is ``"OK"``. Stop sequences in the request are honoured
   (the reply is cut at the first one, as a real server does).
+  A reply (or a callable's result) that is a dict scripts native tool calls:
+  ``{"tool_calls": [{"name": "python", "arguments": {"input": "print(1)"}}], "content": None}``
+  (``arguments`` a dict or a JSON string; ``id`` optional, ``call_<n>`` by default). It is
+  sent with ``finish_reason="tool_calls"``, as a ``message.tool_calls`` list or, streaming,
+  as OpenAI's tool-call deltas (id and name first, then the arguments in pieces).
 * ``faults``: a queue applied to the next requests, one fault per request:
 
   - ``("status", code)`` / ``("status", code, headers)`` / ``("status", code, headers, message)``:
@@ -37,7 +42,7 @@ Scripting:
 
 * ``requests``: one dict per request received: ``path``, ``query`` (dict),
   ``headers`` (dict, lower-case names) and ``json`` (the body). ``bodies`` lists
-  just the JSON bodies.
+  just the JSON bodies; ``tools`` the ``tools`` of each request (None when absent).
 * ``url``: the base URL, ending in ``/v1``; ``root``: without ``/v1`` (Azure endpoint).
 """
 
@@ -73,6 +78,18 @@ def _prompt_tokens(body: dict) -> int:
             content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         total += 3 + _count(str(content or ""))
     return total + 3
+
+
+def _tool_calls(reply: dict) -> list[dict]:
+    """A scripted reply's tool calls in OpenAI's message format."""
+    calls = []
+    for i, call in enumerate(reply.get("tool_calls") or []):
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append({"id": call.get("id") or f"call_{i}", "type": "function",
+                      "function": {"name": call["name"], "arguments": arguments}})
+    return calls
 
 
 def _cut_at_stop(text: str, stop: Any) -> tuple[str, bool]:
@@ -118,7 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _completion(self, body: dict, content: Any, finish: str | None, *, usage: bool = True,
-                    choices: bool = True) -> dict:
+                    choices: bool = True, tool_calls: list | None = None) -> dict:
         out: dict[str, Any] = {
             "id": "chatcmpl-" + uuid.uuid4().hex[:12],
             "object": "chat.completion",
@@ -127,10 +144,12 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": [],
         }
         if choices:
-            out["choices"] = [{"index": 0, "message": {"role": "assistant", "content": content},
-                               "finish_reason": finish, "logprobs": None}]
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            out["choices"] = [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]
         if usage:
-            completion = _count(content or "")
+            completion = _count(content or "") + sum(_count(c["function"]["arguments"]) + 1 for c in tool_calls or [])
             prompt = _prompt_tokens(body)
             out["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
                             "total_tokens": prompt + completion}
@@ -206,18 +225,23 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             reply = srv._next_reply(body)
 
+        calls: list[dict] = []
+        if isinstance(reply, dict):  # a scripted tool-call reply
+            calls = _tool_calls(reply)
+            reply = reply.get("content")
         text, stopped = _cut_at_stop(reply, body.get("stop")) if reply is not None else (None, False)
-        finish = "stop"
+        finish = "tool_calls" if calls else "stop"
         if stream:
             try:
-                self._stream(body, text, finish, fault=kind)
+                self._stream(body, text, finish, fault=kind, tool_calls=calls)
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return
         self._send_json(200, self._completion(body, text, finish, usage=kind != "no_usage",
-                                              choices=kind != "no_choices"))
+                                              choices=kind != "no_choices", tool_calls=calls))
 
-    def _stream(self, body: dict, text: str | None, finish: str, *, fault: str | None) -> None:
+    def _stream(self, body: dict, text: str | None, finish: str, *, fault: str | None,
+                tool_calls: list | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -248,9 +272,20 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if self.server.owner.stream_delay:
                     time.sleep(self.server.owner.stream_delay)
+            for index, call in enumerate(tool_calls or []):  # OpenAI's deltas: id + name, then arguments
+                function = call["function"]
+                event([{"index": 0, "delta": {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                                              "function": {"name": function["name"],
+                                                                           "arguments": ""}}]},
+                        "finish_reason": None}])
+                arguments = function["arguments"]
+                for start in range(0, len(arguments), 7):
+                    event([{"index": 0, "delta": {"tool_calls": [
+                        {"index": index, "function": {"arguments": arguments[start:start + 7]}}]},
+                        "finish_reason": None}])
             event([{"index": 0, "delta": {}, "finish_reason": finish}])
         if (body.get("stream_options") or {}).get("include_usage") and fault != "no_usage":
-            completion = _count(text or "")
+            completion = _count(text or "") + sum(_count(c["function"]["arguments"]) + 1 for c in tool_calls or [])
             prompt = _prompt_tokens(body)
             event([], {"prompt_tokens": prompt, "completion_tokens": completion,
                        "total_tokens": prompt + completion})
@@ -327,18 +362,23 @@ class ChatServer:
     def bodies(self) -> list[dict]:
         return [r["json"] for r in self.requests]
 
+    @property
+    def tools(self) -> list[list[dict] | None]:
+        """The ``tools`` each request sent (None when it sent none)."""
+        return [body.get("tools") for body in self.bodies]
+
     def reset(self) -> None:
         with self._lock:
             self.replies.clear()
             self.faults.clear()
             self.requests.clear()
 
-    def _next_reply(self, body: dict) -> str:
+    def _next_reply(self, body: dict) -> str | dict:
         with self._lock:
             reply = self.replies.pop(0) if self.replies else "OK"
         if callable(reply):
             reply = reply(body)
-        return str(reply)
+        return reply if isinstance(reply, dict) else str(reply)
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 from chat_server import chat_server  # noqa: F401  (fixture)
 
 _ENV_PREFIXES = ("LLM_", "OPENAI_", "MODEL_NAME", "THINK_DEPTH", "REQUEST_TIMEOUT", "PROXY", "DEBUG",
-                 "TEMPERATURE", "NO_DEFAULT", "PYTHON_", "CONFIG_PATH", "ENV_FILE", "WORKSPACE_DIR")
+                 "TEMPERATURE", "NO_DEFAULT", "PYTHON_", "CONFIG_PATH", "ENV_FILE", "WORKSPACE_DIR", "TOOL_CALLING",
+                 "MAX_", "PROMPT_LANGUAGE", "MEMORY_MAX_TOKENS", "OBSERVATION_MAX_CHARS")
 
 
 @pytest.fixture(autouse=True)

@@ -107,6 +107,7 @@ class AppFactory:
             max_parse_retries=config["max_parse_retries"],
             observation_max_chars=config["observation_max_chars"],
             prompt_language=config["prompt_language"],
+            tool_calling=config["tool_calling"],
         )
         values = config.values
 

@@ -3,6 +3,10 @@
 ``Engine.iter_run`` is a generator of typed events whose return value is the
 :class:`RunResult`. The loop itself fits on a screen; each kind of step is a
 small method. The engine is re-entrant: all per-run state is in ``RunState``.
+
+With ``tool_calling="native"`` the LLM gets the tools as function schemas and
+answers with tool calls (see :mod:`.native`); each call is dispatched exactly
+like a text-protocol action.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
 
-from ..errors import OutputParserError, ToolInputError, ModelFeedbackError
+from ..errors import OutputParserError, ToolInputError, ModelFeedbackError, UserError
 from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
-from ..llm.base import LLM, LLMResponse, Message, StreamChunk, call_llm, collect_stream, stream_llm
+from ..llm.base import LLM, LLMResponse, Message, StreamChunk, ToolCall, call_llm, collect_stream, stream_llm
 from ..llm.stops import cut_at_stop
 from ..tools.base import Tool, ToolContext, render_output
+from . import native
 from .budget import Budget, BudgetExceeded
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts
@@ -39,6 +44,7 @@ class EngineSettings:
     prompt_language: str = "auto"
     bot_name: str = "LLM-OS"
     depth: int = 0  # nesting depth, for subtree engines
+    tool_calling: str = "text"  # "text": the Thought/Action protocol; "native": the API's tool calls
 
 
 class Engine:
@@ -54,6 +60,12 @@ class Engine:
         self.budget = budget
         # configured keys: replaced by *** in observations, which go to the LLM and into RunResult
         self.secrets = sorted({s for s in secrets if isinstance(s, str) and len(s) >= 4}, key=len, reverse=True)
+        mode = (self.settings.tool_calling or "text").strip().lower()
+        if mode not in ("text", "native"):
+            raise UserError(f"tool_calling must be 'text' or 'native', not {self.settings.tool_calling!r}")
+        # native mode needs tools to call; without any it is the text protocol's no-tools prompt
+        self.native = mode == "native" and bool(self.tools)
+        self._schemas, self._sent_names = native.tool_schemas(self.tools.values()) if self.native else (None, {})
 
     # ---- the loop ------------------------------------------------------------
 
@@ -69,9 +81,14 @@ class Engine:
 
     def _loop(self, state: RunState, stream: bool) -> RunGen:
         while True:
-            reply = yield from self._call_llm(state, stream)
+            reply = yield from self._call_llm(state, stream, self._schemas)
+            if self.native and reply.tool_calls:
+                result = yield from self._run_tool_calls(state, reply, stream)
+                if result is not None:
+                    return result
+                continue
             try:
-                decision = parse_output(reply.text, list(self.tools))
+                decision = self._decide(state, reply.text)
             except OutputParserError as err:
                 if len(state.parse_failures) >= self.settings.max_parse_retries:
                     return (yield from self._give_up_on_parsing(state, reply.text))
@@ -98,16 +115,17 @@ class Engine:
 
     # ---- one step each ---------------------------------------------------------
 
-    def _call_llm(self, state: RunState, stream: bool) -> Generator[Event, None, LLMResponse]:
+    def _call_llm(self, state: RunState, stream: bool,
+                  tools: list[dict] | None = None) -> Generator[Event, None, LLMResponse]:
         if self.budget is not None:
             self.budget.charge_llm()
         started = time.perf_counter()
         if stream:  # stop sequences are applied here too: a server may ignore them or split one over chunks
             chunks: list[StreamChunk] = []
             stops = _StopFilter(STOP_SEQUENCES)
-            for chunk in stream_llm(self.llm, state.messages, STOP_SEQUENCES):
+            for chunk in stream_llm(self.llm, state.messages, STOP_SEQUENCES, tools):
                 text = stops.feed(chunk.text or "")
-                chunks.append(StreamChunk(text, chunk.finish_reason, chunk.usage))
+                chunks.append(StreamChunk(text, chunk.finish_reason, chunk.usage, list(chunk.tool_calls or ())))
                 if text:
                     yield TokenEvent(text, self.settings.depth)
             tail = stops.flush()
@@ -116,7 +134,7 @@ class Engine:
                 yield TokenEvent(tail, self.settings.depth)
             response = collect_stream(iter(chunks))
         else:
-            response = call_llm(self.llm, state.messages, STOP_SEQUENCES)
+            response = call_llm(self.llm, state.messages, STOP_SEQUENCES, tools)
             response.text = cut_at_stop(response.text, STOP_SEQUENCES)[0]
         state.usage.calls.append(response.usage)
         log.debug("llm call %d: %d chars, finish=%s, %.3fs", state.usage.llm_calls, len(response.text or ""),
@@ -133,27 +151,32 @@ class Engine:
         output = text.strip() or self._prompts(state).render("empty_reply")
         return (yield from self._answer(state, output, "parse_error"))
 
-    def _act(self, state: RunState, action: Action) -> Generator[Event, None, None]:
+    def _act(self, state: RunState, action: Action, call_id: str | None = None) -> Generator[Event, None, None]:
+        """Run one action; its observation goes back as a ``tool`` message when it answers a native call."""
         depth = self.settings.depth
         yield ActionEvent(action.tool, action.tool_input, depth)
         started = time.perf_counter()
-        observation, status, tool_name = self._dispatch(state, action)
+        observation, status, tool_name = self._dispatch(state, action, native_call=call_id is not None)
         yield from state.drain_nested()
         observation = truncate_observation(self._redact(observation), self.settings.observation_max_chars)
         step = ToolStep(tool_name, action.tool_input, observation, action.thought, action.log or "",
-                        status, time.perf_counter() - started)
+                        status, time.perf_counter() - started, call_id)
         state.steps.append(step)
-        message = self._prompts(state).render("observation", observation=observation)
-        state.messages.extend(step.render(message))
+        if call_id is None:
+            message = self._prompts(state).render("observation", observation=observation)
+            state.messages.extend(step.render(message))
+        else:
+            state.messages.append(native.tool_message(call_id, observation))
         yield ObservationEvent(tool_name, observation, depth)
 
-    def _dispatch(self, state: RunState, action: Action) -> tuple[str, str, str]:
+    def _dispatch(self, state: RunState, action: Action, native_call: bool = False) -> tuple[str, str, str]:
         """Run the tool; every failure becomes an observation (status, text)."""
         prompts = self._prompts(state)
         tool = self._resolve(action.tool)
         if tool is None:
             names = ", ".join(self.tools) or "(none)"
-            return prompts.render("unknown_tool", tool=action.tool, tool_names=names), "unknown_tool", action.tool
+            section = "unknown_tool_native" if native_call else "unknown_tool"
+            return prompts.render(section, tool=action.tool, tool_names=names), "unknown_tool", action.tool
         if self.budget is not None:
             self.budget.charge_tool()
         if tool.dangerous and self.approve is not None and not self._approved(tool, action.tool_input):
@@ -177,14 +200,18 @@ class Engine:
             log.warning("the approval callback raised; treating it as a refusal", exc_info=True)
             return False
 
-    def _finish_at_depth(self, state: RunState, pending_output: str, stream: bool) -> RunGen:
+    def _finish_at_depth(self, state: RunState, pending_output: str | None, stream: bool) -> RunGen:
+        """One last LLM call, without tools, for the final answer (``pending_output``: the reply whose
+        action was not run, or None when it is already in the messages)."""
         prompts = self._prompts(state)
         depth = self.settings.think_depth
-        state.messages.append({"role": "assistant", "content": pending_output})
-        state.messages.append({"role": "user", "content": prompts.render("final_request", think_depth=depth)})
+        if pending_output is not None:
+            state.messages.append({"role": "assistant", "content": pending_output})
+        section = "final_request_native" if self.native else "final_request"
+        state.messages.append({"role": "user", "content": prompts.render(section, think_depth=depth)})
         reply = yield from self._call_llm(state, stream)
         try:
-            decision = parse_output(reply.text, list(self.tools))
+            decision = self._decide(state, reply.text)
         except OutputParserError:
             decision = None
         if isinstance(decision, Finish) and decision.output.strip():
@@ -202,6 +229,35 @@ class Engine:
     def _answer(self, state: RunState, output: str, stopped_by: str) -> RunGen:
         yield AnswerEvent(output, stopped_by, self.settings.depth)
         return state.result(output, stopped_by)  # type: ignore[arg-type]
+
+    # ---- native tool calls ---------------------------------------------------------
+
+    def _run_tool_calls(self, state: RunState, reply: LLMResponse, stream: bool) -> Generator[Event, None, Any]:
+        """Run a reply's tool calls in order, each one counting against think depth; the RunResult when
+        the limit ends the run, else None. Calls past the limit are answered "not run"."""
+        calls = native.with_ids(reply.tool_calls)
+        state.messages.append(native.assistant_message(reply.text, calls))
+        thought = (reply.text or "").strip()
+        if thought:
+            yield ThoughtEvent(thought, self.settings.depth)
+        for i, call in enumerate(calls):
+            if state.tool_calls >= self.settings.think_depth:
+                not_run = self._prompts(state).render("not_run_native", think_depth=self.settings.think_depth)
+                state.messages.extend(native.tool_message(c.id, not_run) for c in calls[i:])
+                return (yield from self._finish_at_depth(state, None, stream))
+            yield from self._act(state, self._action_of(call, thought), call.id)
+        return None
+
+    def _action_of(self, call: ToolCall, thought: str) -> Action:
+        name = self._sent_names.get(call.name, call.name)
+        tool_input = native.tool_input(call, self._resolve(name))
+        return Action(name, tool_input, thought=thought, log=native.describe(call, thought))
+
+    def _decide(self, state: RunState, text: str) -> Action | Finish:
+        """A reply read as an action or an answer (native mode: plain text is the answer)."""
+        if not self.native:
+            return parse_output(text, list(self.tools))
+        return native.decide(text, list(self.tools), self._prompts(state).render("empty_native"))
 
     # ---- helpers -----------------------------------------------------------------
 
@@ -225,7 +281,9 @@ class Engine:
     def _initial_messages(self, query: str, history: Sequence[Message], language: str) -> list[Message]:
         prompts = load_prompts(language)
         values: dict[str, Any] = {"bot_name": self.settings.bot_name, "date": _dt.date.today().isoformat()}
-        if self.tools:
+        if self.native:  # the tools travel as function schemas
+            system = prompts.render("system_native", **values)
+        elif self.tools:
             values["tools"] = "\n".join(f"> {t.name}: {_one_line(t.description)}" + _args_hint(t)
                                         for t in self.tools.values())
             values["tool_names"] = ", ".join(self.tools)

@@ -23,6 +23,7 @@ class ToolStep:
     llm_output: str = ""
     status: Literal["ok", "error", "unknown_tool", "denied"] = "ok"
     seconds: float = 0.0
+    tool_call_id: str | None = None  # the native tool call this step answered (tool_calling="native")
 
     def render(self, observation_message: str) -> list[Message]:
         return [{"role": "assistant", "content": self.llm_output},

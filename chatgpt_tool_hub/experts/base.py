@@ -38,7 +38,8 @@ Settings each tool reads (``<tool>`` = name with ``-`` → ``_``): ``<tool>_mode
 ``expert_memory_budget_mb``, ``workspace_dir``. Nothing is loaded when the
 tool is built: the model is loaded through the ``ModelManager`` on first call.
 ``tool.with_model(model_id)`` is a copy of the tool for another hub id or folder
-(same settings and manager), which the planner uses to run a chosen model.
+(same settings and manager), which the planner uses to run a chosen model;
+``tool.fixed_model`` says why it must not (an endpoint, or ``<tool>_model`` set).
 Models are shared by the whole process, so ``close()`` leaves them warm;
 ``tool.unload()`` evicts one, ``default_manager().clear()`` all of them.
 Every failure inside a call becomes a ``ToolExecutionError`` (an observation).
@@ -80,6 +81,7 @@ class ExpertTool(Tool):
                  workspace_dir: str | os.PathLike = "./workspace", options: Mapping[str, Any] | None = None,
                  manager: ModelManager | None = None, proxy: str | None = None, remote_timeout: float = 120.0):
         prefix = tool_key(self.name)
+        self.model_configured = bool(model and str(model).strip())  # set by <tool>_model, not the default
         self.model = (model or self.default_model).strip()
         if not self.model:
             raise ConfigError(f"tool '{self.name}' has no model: set {prefix}_model", key=f"{prefix}_model")
@@ -116,8 +118,23 @@ class ExpertTool(Tool):
         clone.options = dict(self.options)
         if model_id != self.model:
             clone.model = model_id
+            clone.model_configured = True
             clone.endpoint = None
         return clone
+
+    @property
+    def fixed_model(self) -> str | None:
+        """Why model selection (the planner) must keep this tool's model; None when it may pick another.
+
+        A remote endpoint serves one model (a copy for another model would run
+        locally instead), and a model set by ``<tool>_model`` is the user's choice.
+        """
+        prefix = tool_key(self.name)
+        if self.endpoint is not None:
+            return f"{prefix}_endpoint serves this tool's model"
+        if self.model_configured:
+            return f"set by {prefix}_model"
+        return None
 
     @classmethod
     def from_config(cls, **kwargs: Any) -> "ExpertTool":
@@ -149,9 +166,16 @@ class ExpertTool(Tool):
         if self.endpoint is not None and not self.is_loaded():
             result = self._guarded(self.call_remote, self.endpoint, **inputs)
         else:
+            key = self.model_key
             model = self._guarded(self.load)
-            with self.manager.call_lock(self.model_key):
-                result = self._guarded(self.call_local, model, **inputs)
+            try:
+                with self.manager.call_lock(key):
+                    result = self._guarded(self.call_local, model, **inputs)
+            finally:
+                evicted = not self.manager.holds(key, model)
+                del model
+                if evicted:  # evicted while this call held it: its memory returns only now
+                    self.manager.reclaim(self.device)
         return self._guarded(self.render, result, **inputs)
 
     def prepare(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,9 +230,18 @@ class ExpertTool(Tool):
         return self.manager.is_loaded(self.model_key)
 
     def load(self) -> Any:
-        """The warm model, loading it on first use (call it to warm up ahead of time)."""
-        device, dtype = self.device, self.dtype
-        return self.manager.get(self.model_key, lambda: self.load_model(device, dtype), device=device)
+        """The warm model, loading it on first use (call it to warm up ahead of time).
+
+        Under a memory budget, the size of the checkpoint files is the expected size
+        of a first load, so the manager makes room before loading, not after.
+        """
+        device, dtype, key = self.device, self.dtype, self.model_key
+        expected = None
+        if self.manager.memory_budget_mb > 0 and not self.manager.is_loaded(key):
+            from .loading import checkpoint_mb
+
+            expected = checkpoint_mb(self.model, self.hf_token, dtype)
+        return self.manager.get(key, lambda: self.load_model(device, dtype), device=device, expected_mb=expected)
 
     def unload(self) -> bool:
         """Evict this tool's model from the manager; True when it was loaded."""

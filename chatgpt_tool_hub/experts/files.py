@@ -27,10 +27,13 @@ from typing import Any
 
 from ..errors import ToolInputError
 
-__all__ = ["MAX_IMAGE_SIDE", "new_uuid", "ingest_image", "ingest_audio", "output_path", "new_path",
-           "resolve_input", "relative", "read_wav", "write_wav"]
+__all__ = ["MAX_IMAGE_SIDE", "MAX_INPUT_PIXELS", "IMAGE_FORMATS", "check_pixels", "new_uuid", "ingest_image",
+           "ingest_audio", "output_path", "new_path", "resolve_input", "relative", "read_wav", "write_wav"]
 
 MAX_IMAGE_SIDE = 512
+MAX_INPUT_PIXELS = 40_000_000  # about 120 MB decoded as RGB; larger inputs are refused before decoding
+# Pillow formats an input image may have, whatever its name says; never EPS/PS (they run Ghostscript)
+IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF")
 _FOLDERS = {"image": "image", "audio": "audio", "video": "video"}
 
 
@@ -57,6 +60,14 @@ def new_path(workspace: str | os.PathLike, kind: str, ext: str) -> str:
     return f"{_FOLDERS.get(kind, kind)}/{new_uuid()}.{ext.lstrip('.')}"
 
 
+def check_pixels(image: Any, name: Any = "the image") -> None:
+    """``ToolInputError`` when an opened (not yet decoded) image has more than ``MAX_INPUT_PIXELS`` pixels."""
+    width, height = image.size
+    if width * height > MAX_INPUT_PIXELS:
+        raise ToolInputError(f"file '{name}' is {width}x{height} pixels; images of at most {MAX_INPUT_PIXELS} "
+                             f"pixels are read (a decompression bomb would exhaust memory)")
+
+
 def ingest_image(path: str | os.PathLike | Any, workspace: str | os.PathLike) -> str:
     """Copy an image (a path or a PIL image) into ``image/{uuid8}.png``; returns the path relative to the workspace."""
     from PIL import Image
@@ -64,11 +75,12 @@ def ingest_image(path: str | os.PathLike | Any, workspace: str | os.PathLike) ->
     root = _workspace(workspace)
     if isinstance(path, (str, os.PathLike)):
         try:
-            with Image.open(path) as opened:
+            with Image.open(path, formats=IMAGE_FORMATS) as opened:  # no EPS (Ghostscript) and the like
+                check_pixels(opened, path)  # before decoding: a 400 KB PNG can hold 1 GB of pixels
                 image = opened.convert("RGB")
         except FileNotFoundError:
             raise ToolInputError(f"file '{path}' does not exist") from None
-        except OSError as exc:
+        except (OSError, Image.DecompressionBombError) as exc:
             raise ToolInputError(f"file '{path}' is not an image this tool can read: {exc}") from None
     else:
         image = path.convert("RGB")
@@ -173,13 +185,17 @@ def resolve_input(path: Any, workspace: str | os.PathLike, kind: str = "file") -
 
     ``path`` is relative to the workspace (an absolute path must lie inside it).
     A path relative to the current folder is accepted when it lies inside the
-    workspace (``workspace/image/x.png``). Escapes (``..``, symlinks out) are refused.
+    workspace (``workspace/image/x.png``). Escapes (``..``, symlinks out, hard
+    links that may name a file outside) are refused.
     """
     text = str(path or "").strip().strip("'\"`").strip()
     if not text:
         raise ToolInputError(f"this tool needs the path of the {kind} file from an earlier observation, "
                              f"e.g. image/1a2b3c4d.png")
     root = os.path.realpath(_workspace(workspace))
+    if "\0" in text:  # no file has such a name (and os.path would raise ValueError on it)
+        raise ToolInputError(f"file {text!r} does not exist; use a file name from an earlier observation, "
+                             f"never invent one")
     candidate = os.path.realpath(os.path.join(root, os.path.expanduser(text)))
     if not os.path.isfile(candidate) and not os.path.isabs(text):
         # "workspace/image/x.png": a path relative to the current folder that lies inside the workspace
@@ -192,4 +208,7 @@ def resolve_input(path: Any, workspace: str | os.PathLike, kind: str = "file") -
     if not os.path.isfile(candidate):
         raise ToolInputError(f"file '{text}' does not exist; use a file name from an earlier observation, "
                              f"never invent one")
+    if os.stat(candidate).st_nlink > 1:  # another name of the same file may lie outside the workspace
+        raise ToolInputError(f"file '{text}' has other hard links, which may be names of a file outside the "
+                             f"workspace; use a file name from an earlier observation")
     return candidate

@@ -9,14 +9,18 @@ progress bars on stderr.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
+import struct
 from typing import Any, Callable
 
 from ..errors import ToolExecutionError, UserError
 from . import progress
 
-__all__ = ["import_backend", "load_pipeline", "load_with", "is_offline", "looks_like_path", "INSTALL_HINT"]
+__all__ = ["import_backend", "load_pipeline", "load_with", "is_offline", "looks_like_path", "checkpoint_mb",
+           "INSTALL_HINT"]
 
 log = logging.getLogger("chatgpt_tool_hub.experts")
 
@@ -112,6 +116,63 @@ def load_with(build: Callable[[str, dict[str, Any]], Any], source: str, *, devic
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ToolExecutionError(f"could not load model {source!r} for {tool}: {_first_line(exc)}; "
                                  f"set {setting} to a model that supports the {task or tool!r} task") from exc
+
+
+_WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+_VARIANT = re.compile(r"\.(fp16|fp32|bf16|fp8|int8|non_ema|ema)\.", re.I)
+_FLOAT_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+
+def checkpoint_mb(source: str, token: str | None = None, dtype: str | None = None) -> float | None:
+    """The size in MB of a model's weights: a local folder or a cached hub id (no network).
+
+    An estimate of its memory before a first load. Each folder counts one copy
+    of the weights: safetensors when there are some (else .bin/.pt/...), and
+    variants (``*.fp16.safetensors``) only when the folder holds nothing else.
+    With ``dtype`` (``"float16"``...), the floating-point tensors of safetensors
+    files count at that width, as they will be loaded. ``None`` when the model
+    is not on this machine.
+    """
+    local = os.path.expanduser(source)
+    folder = local if os.path.isdir(local) else (None if looks_like_path(source) else _cached_snapshot(source, token))
+    if not folder:
+        return None
+    width = _DTYPE_BYTES.get(str(dtype or ""))
+    total = 0
+    for root, _, names in os.walk(folder):
+        weights = [n for n in names if n.endswith(_WEIGHTS)]
+        preferred = [n for n in weights if n.endswith(".safetensors")] or weights
+        for name in [n for n in preferred if not _VARIANT.search(n)] or preferred:
+            total += _weights_bytes(os.path.join(root, name), width)
+    return total / (1024 * 1024) if total else None
+
+
+def _weights_bytes(path: str, width: int | None) -> int:
+    """A weights file's size; for safetensors with ``width``, floats counted at that many bytes each."""
+    try:
+        size = os.path.getsize(path)  # follows the hub cache's symlinks
+    except OSError:
+        return 0
+    if width is None or not path.endswith(".safetensors"):
+        return size
+    try:
+        with open(path, "rb") as fh:
+            (length,) = struct.unpack("<Q", fh.read(8))
+            if not 0 < length <= min(size, 100 * 1024 * 1024):
+                return size
+            header = json.loads(fh.read(length))
+        total = 0
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            start, end = info["data_offsets"]
+            stored = int(end) - int(start)
+            own = _FLOAT_BYTES.get(info.get("dtype"))
+            total += stored // own * width if own else stored
+        return total
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
+        return size  # not a header we can read: the file size will do
 
 
 def _cached_snapshot(repo_id: str, token: str | None) -> str | None:

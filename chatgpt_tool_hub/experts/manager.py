@@ -9,18 +9,28 @@ can make their own ``ModelManager()``.
 lock per key and a double-checked dict). When ``memory_budget_mb`` > 0 and
 the resident models would exceed it, the least recently used ones are evicted:
 the manager drops its reference, runs ``gc.collect()`` and empties the CUDA
-cache, so the memory really returns once no call is still using the model.
+cache, so the memory really returns once no call is still using the model
+(``reclaim()`` runs the same clean-up when such a call ends: see ``ExpertTool``).
+
+Under a budget, room is made *before* a load, for the size the model had when
+it was last loaded or, the first time, for ``expected_mb`` (the expert tools
+pass the size of the checkpoint files), and loads run one at a time, so two
+cold models never sit in memory together when only one fits.
+
+``call_lock(key)`` is one lock per key for the life of the manager: calls on a
+model are serialised also when it was evicted (or reloaded) while they ran.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import sys
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 __all__ = ["ModelManager", "default_manager", "model_bytes"]
@@ -34,7 +44,6 @@ class _Entry:
     value: Any
     size_bytes: int
     device: str | None
-    lock: threading.Lock = field(default_factory=threading.Lock)  # serialises calls on this model
 
 
 class ModelManager:
@@ -48,6 +57,8 @@ class ModelManager:
         self._lock = threading.Lock()
         self._models: OrderedDict[Hashable, _Entry] = OrderedDict()  # least recently used first
         self._key_locks: dict[Hashable, threading.Lock] = {}
+        self._call_locks: dict[Hashable, threading.Lock] = {}  # per key, kept after eviction
+        self._load_gate = threading.Lock()  # under a budget, one load at a time
         self._known_sizes: dict[Hashable, int] = {}  # sizes of models seen before, to evict ahead of a reload
         self.memory_budget_mb = float(memory_budget_mb or 0)
         self._loads = self._hits = self._evictions = self._failures = 0
@@ -56,11 +67,13 @@ class ModelManager:
     # ---- the main call -------------------------------------------------------------
 
     def get(self, key: Hashable, loader: Callable[[], Any], *, device: str | None = None,
-            size_mb: float | None = None) -> Any:
+            size_mb: float | None = None, expected_mb: float | None = None) -> Any:
         """The model for ``key``, loading it with ``loader()`` on first use.
 
         ``size_mb`` overrides the measured size (parameters + buffers bytes).
-        A loader that raises caches nothing; the next call tries again.
+        ``expected_mb`` is an estimate of the size before a first load, used to
+        make room under the budget ahead of it. A loader that raises caches
+        nothing; the next call tries again.
         """
         with self._lock:
             entry = self._touch(key)
@@ -72,24 +85,47 @@ class ModelManager:
                 entry = self._touch(key)
                 if entry is not None:
                     return entry.value
-                evicted = self._make_room(key, self._known_sizes.get(key, 0))
-            self._release(evicted)
-            value = self._load(key, loader, device)
-            size = int(size_mb * _MB) if size_mb is not None else model_bytes(value)
-            with self._lock:
-                self._models[key] = _Entry(value, size, device)
-                self._known_sizes[key] = size
-                evicted = self._make_room(key, 0)
-            self._release(evicted)
+            gate = self._load_gate if self.memory_budget_mb > 0 else contextlib.nullcontext()
+            with gate:
+                with self._lock:
+                    incoming = self._known_sizes.get(key) or int((expected_mb or 0) * _MB)
+                    evicted = self._make_room(key, incoming)
+                self._release(evicted)
+                value = self._load(key, loader, device)
+                size = int(size_mb * _MB) if size_mb is not None else model_bytes(value)
+                with self._lock:
+                    self._models[key] = _Entry(value, size, device)
+                    self._known_sizes[key] = size
+                    evicted = self._make_room(key, 0)
+                self._release(evicted)
             return value
 
     def call_lock(self, key: Hashable) -> threading.Lock:
-        """The lock that serialises calls on a loaded model (pipelines are not thread-safe)."""
+        """The lock that serialises calls on ``key``'s model (pipelines are not thread-safe).
+
+        One lock per key for the life of the manager, so calls that still hold an
+        evicted (or since reloaded) model are serialised with the others too.
+        """
+        with self._lock:
+            return self._call_locks.setdefault(key, threading.Lock())
+
+    def holds(self, key: Hashable, value: Any) -> bool:
+        """Whether ``value`` is the resident model of ``key`` (False once it was evicted or replaced)."""
         with self._lock:
             entry = self._models.get(key)
-            if entry is None:
-                return threading.Lock()  # evicted meanwhile: the caller holds the only reference
-            return entry.lock
+            return entry is not None and entry.value is value
+
+    def reclaim(self, device: str | None = None) -> None:
+        """Return freed memory now: ``gc.collect()`` and, on CUDA, empty the cache.
+
+        For a call that held a model evicted while it ran: once it drops its
+        reference, this returns the memory the eviction could not.
+        """
+        gc.collect()
+        torch = sys.modules.get("torch")  # only when something already imported it
+        cuda = str(device or "").startswith("cuda")
+        if torch is not None and (cuda or torch.cuda.is_initialized()):
+            torch.cuda.empty_cache()
 
     def is_loaded(self, key: Hashable) -> bool:
         with self._lock:
@@ -150,6 +186,8 @@ class ModelManager:
         except BaseException:
             with self._lock:
                 self._failures += 1
+            if str(device or "").startswith("cuda"):
+                self.reclaim(device)  # what a half-done load left in the CUDA cache (an out-of-memory, say)
             raise
         elapsed = time.perf_counter() - started
         with self._lock:
@@ -183,10 +221,7 @@ class ModelManager:
                      _describe(key), entry.size_bytes / _MB, self.memory_budget_mb)
             cuda = cuda or str(entry.device or "").startswith("cuda")
             entry.value = None
-        gc.collect()
-        torch = sys.modules.get("torch")  # only when something already imported it
-        if torch is not None and (cuda or torch.cuda.is_initialized()):
-            torch.cuda.empty_cache()
+        self.reclaim("cuda" if cuda else None)
 
 
 def model_bytes(obj: Any) -> int:

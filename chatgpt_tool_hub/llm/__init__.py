@@ -3,6 +3,6 @@
 Concrete clients are imported lazily so ``import chatgpt_tool_hub`` stays light.
 """
 
-from .base import LLM, BaseLLM, LLMResponse, Message, StreamChunk, Usage, collect_stream
+from .base import LLM, BaseLLM, LLMResponse, Message, StreamChunk, ToolCall, Usage, collect_stream
 
-__all__ = ["LLM", "BaseLLM", "LLMResponse", "Message", "StreamChunk", "Usage", "collect_stream"]
+__all__ = ["LLM", "BaseLLM", "LLMResponse", "Message", "StreamChunk", "ToolCall", "Usage", "collect_stream"]

@@ -1,14 +1,21 @@
-"""The LLM protocol: messages in, text + finish reason + token usage out."""
+"""The LLM protocol: messages in, text + finish reason + token usage out.
+
+With native tool calling (opt-in), ``complete`` also takes ``tools`` (OpenAI
+function schemas) and the response may carry :class:`ToolCall` objects.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
-__all__ = ["Message", "Usage", "LLMResponse", "StreamChunk", "LLM", "BaseLLM", "collect_stream", "call_llm",
-           "stream_llm", "as_response"]
+__all__ = ["Message", "Usage", "ToolCall", "LLMResponse", "StreamChunk", "LLM", "BaseLLM", "collect_stream",
+           "call_llm", "stream_llm", "as_response", "as_tool_calls"]
 
-Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
+# {"role": "system" | "user" | "assistant", "content": str}; with native tool calls also an assistant
+# message with "tool_calls" and {"role": "tool", "tool_call_id": ..., "content": ...}
+Message = dict
 
 
 @dataclass
@@ -32,20 +39,38 @@ class Usage:
 
 
 @dataclass
+class ToolCall:
+    """A native tool call the model asked for: ``arguments`` is the JSON text (or an already parsed dict)."""
+
+    id: str
+    name: str
+    arguments: str | dict = ""
+
+    def to_message(self) -> dict:
+        """The call as it appears in an assistant message's ``tool_calls`` (OpenAI's format)."""
+        arguments = self.arguments
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": arguments}}
+
+
+@dataclass
 class LLMResponse:
     text: str
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)  # native tool calls; empty in the text protocol
 
 
 @dataclass
 class StreamChunk:
-    """A piece of a streamed completion. The last chunk carries finish reason and usage."""
+    """A piece of a streamed completion. The last chunk carries finish reason, usage and any tool calls."""
 
     text: str = ""
     finish_reason: str | None = None
     usage: Usage | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -54,6 +79,9 @@ class LLM(Protocol):
 
     ``complete`` is required. ``stream`` is optional: without it the engine
     falls back to ``complete`` and emits the whole text as one token event.
+    For ``tool_calling="native"`` both also take ``tools=[...]`` (OpenAI
+    function schemas) and return the calls in ``LLMResponse.tool_calls``
+    (``StreamChunk.tool_calls`` of the last chunk).
     """
 
     def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> LLMResponse:
@@ -68,9 +96,14 @@ class BaseLLM:
     def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> LLMResponse:
         raise NotImplementedError
 
-    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
-        response = self.complete(messages, stop=stop)
-        yield StreamChunk(text=response.text, finish_reason=response.finish_reason, usage=response.usage)
+    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
+               tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
+        if tools:  # through call_llm: a complete() without ``tools`` gets a clear error
+            response = call_llm(self, messages, stop, tools)
+        else:
+            response = self.complete(messages, stop=stop)
+        yield StreamChunk(text=response.text, finish_reason=response.finish_reason, usage=response.usage,
+                          tool_calls=list(response.tool_calls))
 
 
 def collect_stream(chunks: Iterator[StreamChunk]) -> LLMResponse:
@@ -78,16 +111,43 @@ def collect_stream(chunks: Iterator[StreamChunk]) -> LLMResponse:
     parts: list[str] = []
     finish: str | None = None
     usage = Usage()
+    calls: list[ToolCall] = []
     for chunk in chunks:
         parts.append(chunk.text or "")
         if chunk.finish_reason:
             finish = chunk.finish_reason
         if chunk.usage is not None:
             usage = chunk.usage
-    return LLMResponse(text="".join(parts), finish_reason=finish, usage=usage)
+        calls.extend(as_tool_calls(getattr(chunk, "tool_calls", None)))
+    return LLMResponse(text="".join(parts), finish_reason=finish, usage=usage, tool_calls=calls)
 
 
 # ---- calling any LLM-like object -------------------------------------------------------------
+
+
+def as_tool_calls(raw: Any) -> list[ToolCall]:
+    """:class:`ToolCall` objects from what an LLM object gave: ToolCalls, or dicts in OpenAI's format
+    (``{"id", "function": {"name", "arguments"}}``) or flat (``{"id", "name", "arguments"}``)."""
+    calls: list[ToolCall] = []
+    for item in raw or ():
+        if isinstance(item, ToolCall):
+            calls.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            item = {"id": getattr(item, "id", None), "function": getattr(item, "function", None),
+                    "name": getattr(item, "name", None), "arguments": getattr(item, "arguments", None)}
+        function = item.get("function")
+        if function is not None and not isinstance(function, Mapping):
+            function = {"name": getattr(function, "name", None), "arguments": getattr(function, "arguments", None)}
+        source = function if isinstance(function, Mapping) else item
+        name = source.get("name")
+        if not name:
+            continue
+        arguments = source.get("arguments")
+        calls.append(ToolCall(id=str(item.get("id") or ""), name=str(name),
+                              arguments=arguments if isinstance(arguments, (str, dict)) else
+                              ("" if arguments is None else json.dumps(arguments, default=str))))
+    return calls
 
 
 def as_response(raw: object) -> LLMResponse:
@@ -97,6 +157,10 @@ def as_response(raw: object) -> LLMResponse:
             raw.text = ""
         if not isinstance(raw.usage, Usage):
             raw.usage = Usage()
+        if raw.tool_calls and not all(isinstance(c, ToolCall) for c in raw.tool_calls):
+            raw.tool_calls = as_tool_calls(raw.tool_calls)
+        elif raw.tool_calls is None:
+            raw.tool_calls = []
         return raw
     if raw is None:
         return LLMResponse(text="", finish_reason="empty")
@@ -106,7 +170,8 @@ def as_response(raw: object) -> LLMResponse:
     if isinstance(text, str):
         usage = getattr(raw, "usage", None)
         return LLMResponse(text=text, finish_reason=getattr(raw, "finish_reason", None),
-                           usage=usage if isinstance(usage, Usage) else Usage())
+                           usage=usage if isinstance(usage, Usage) else Usage(),
+                           tool_calls=as_tool_calls(getattr(raw, "tool_calls", None)))
     return LLMResponse(text=str(raw))
 
 
@@ -114,36 +179,79 @@ def _accepts_stop(exc: TypeError) -> bool:
     return "stop" not in str(exc)
 
 
-def call_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None) -> LLMResponse:
+def _rejects_tools(exc: TypeError) -> bool:  # "complete() got an unexpected keyword argument 'tools'"
+    return "'tools'" in str(exc)
+
+
+def _no_native_tools(llm: object) -> Exception:
+    from ..errors import UserError
+
+    return UserError(f"the LLM {type(llm).__name__} does not support native tool calls (its complete() takes "
+                     f"no 'tools' keyword): set tool_calling=\"text\" (TOOL_CALLING=text), or give the LLM a "
+                     f"'tools' keyword that returns LLMResponse.tool_calls")
+
+
+def call_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None,
+             tools: Sequence[dict] | None = None) -> LLMResponse:
     """``llm.complete`` on a copy of ``messages``, tolerant of LLM objects written loosely.
 
     A ``complete`` without a ``stop`` keyword is called without it, and a
     plain-string reply is wrapped; stop sequences are then applied here.
+    ``tools`` (OpenAI function schemas) is passed only when given; a
+    ``complete`` that does not take it raises a :class:`~chatgpt_tool_hub.errors.UserError`.
     """
     from .stops import cut_at_stop
 
+    extra = {"tools": list(tools)} if tools else {}
     try:
-        return as_response(llm.complete(list(messages), stop=list(stop) if stop else None))
+        return as_response(llm.complete(list(messages), stop=list(stop) if stop else None, **extra))
     except TypeError as exc:
+        if extra and _rejects_tools(exc):
+            raise _no_native_tools(llm) from None
         if _accepts_stop(exc):
             raise
-    response = as_response(llm.complete(list(messages)))
+    try:
+        response = as_response(llm.complete(list(messages), **extra))
+    except TypeError as exc:
+        if extra and _rejects_tools(exc):
+            raise _no_native_tools(llm) from None
+        raise
     response.text = cut_at_stop(response.text, stop)[0]
     return response
 
 
-def stream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
-    """``llm.stream`` when the object has one (string pieces are wrapped), else one chunk from ``complete``."""
+def stream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None,
+               tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
+    """``llm.stream`` when the object has one (string pieces are wrapped), else one chunk from ``complete``.
+
+    With ``tools``, a ``stream`` that does not take them is replaced by one chunk from ``complete``.
+    """
     streamer = getattr(llm, "stream", None)
-    if streamer is None:
-        response = call_llm(llm, messages, stop)
-        yield StreamChunk(text=response.text, finish_reason=response.finish_reason, usage=response.usage)
+    chunks = None if streamer is None else _open_stream(streamer, messages, stop, tools)
+    if chunks is None:
+        response = call_llm(llm, messages, stop, tools)
+        yield StreamChunk(text=response.text, finish_reason=response.finish_reason, usage=response.usage,
+                          tool_calls=list(response.tool_calls))
         return
-    try:
-        chunks = streamer(list(messages), stop=list(stop) if stop else None)
-    except TypeError as exc:  # a stream() without a stop keyword; the caller cuts at stop sequences
-        if _accepts_stop(exc):
-            raise
-        chunks = streamer(list(messages))
     for chunk in chunks:
         yield StreamChunk(text=chunk) if isinstance(chunk, str) else chunk
+
+
+def _open_stream(streamer: Any, messages: Sequence[Message], stop: Sequence[str] | None,
+                 tools: Sequence[dict] | None) -> Any:
+    """``streamer(...)``; a stream() without a stop keyword is called without it (the caller cuts at
+    stop sequences); None when ``tools`` are given and it does not take them."""
+    extra = {"tools": list(tools)} if tools else {}
+    try:
+        return streamer(list(messages), stop=list(stop) if stop else None, **extra)
+    except TypeError as exc:
+        if extra and _rejects_tools(exc):
+            return None
+        if _accepts_stop(exc):
+            raise
+    try:
+        return streamer(list(messages), **extra)
+    except TypeError as exc:
+        if extra and _rejects_tools(exc):
+            return None
+        raise

@@ -6,6 +6,12 @@ exponential backoff and full jitter, on 408/409/429/5xx, timeouts and
 connection errors, honouring ``Retry-After`` / ``retry-after-ms``. Errors come
 out as :mod:`chatgpt_tool_hub.errors` types whose messages name the setting to
 fix -- and never contain the API key.
+
+Native tool calls: ``complete`` / ``stream`` take ``tools=[...]`` (OpenAI
+function schemas) and send them with ``tool_choice="auto"``; the calls come
+back in ``LLMResponse.tool_calls`` (streamed deltas are put together by index
+and delivered on the last chunk). Messages with ``tool_calls`` and ``tool``
+messages are sent as they are.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError, UserError
-from .base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
+from .base import BaseLLM, LLMResponse, Message, StreamChunk, ToolCall, Usage
 from .stops import StopCutter, clean_stop, cut_at_stop
 from . import tokens
 
@@ -153,6 +159,54 @@ def _usage_from(data: Any) -> Usage | None:
         return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), False)
     except (TypeError, ValueError):
         return None
+
+
+def _tool_calls_from(message: Any) -> list[ToolCall]:
+    """The tool calls of a completion's ``message`` (OpenAI's format); malformed entries are skipped."""
+    raw = message.get("tool_calls") if isinstance(message, Mapping) else None
+    calls: list[ToolCall] = []
+    for i, item in enumerate(raw if isinstance(raw, list) else []):
+        function = item.get("function") if isinstance(item, Mapping) else None
+        if not isinstance(function, Mapping) or not function.get("name"):
+            continue
+        arguments = function.get("arguments")
+        if not isinstance(arguments, (str, dict)):
+            arguments = "" if arguments is None else json.dumps(arguments)
+        calls.append(ToolCall(id=str(item.get("id") or f"call_{i}"), name=str(function["name"]),
+                              arguments=arguments))
+    return calls
+
+
+class _ToolCallDeltas:
+    """Puts streamed tool-call deltas together by their ``index``."""
+
+    def __init__(self) -> None:
+        self._parts: dict[int, dict[str, str]] = {}
+
+    def feed(self, deltas: Any) -> None:
+        for position, delta in enumerate(deltas if isinstance(deltas, list) else []):
+            if not isinstance(delta, Mapping):
+                continue
+            index = delta.get("index")
+            part = self._parts.setdefault(index if isinstance(index, int) else position,
+                                          {"id": "", "name": "", "arguments": ""})
+            if delta.get("id"):
+                part["id"] = str(delta["id"])
+            function = delta.get("function")
+            if not isinstance(function, Mapping):
+                continue
+            name = function.get("name")
+            if isinstance(name, str) and name and name != part["name"]:
+                part["name"] += name  # servers send the name once; a repeat of the same name is not news
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                part["arguments"] += arguments
+            elif isinstance(arguments, dict):
+                part["arguments"] += json.dumps(arguments)
+
+    def calls(self) -> list[ToolCall]:
+        return [ToolCall(id=part["id"] or f"call_{index}", name=part["name"], arguments=part["arguments"])
+                for index, part in sorted(self._parts.items()) if part["name"]]
 
 
 class _Attempt(Exception):
@@ -304,8 +358,13 @@ class OpenAICompatibleLLM(BaseLLM):
 
     # -- request building --------------------------------------------------------------
 
-    def _params(self, messages: Sequence[Message], stop: list[str], stream: bool) -> dict[str, Any]:
+    def _params(self, messages: Sequence[Message], stop: list[str], stream: bool,
+                tools: Sequence[dict] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model_name, "messages": list(messages)}
+        if tools:
+            params["tools"] = list(tools)
+            if "tool_choice" not in self._unsupported:
+                params["tool_choice"] = "auto"
         if "temperature" not in self._unsupported and self.temperature is not None:
             params["temperature"] = self.temperature
         if stop and "stop" not in self._unsupported:
@@ -321,7 +380,7 @@ class OpenAICompatibleLLM(BaseLLM):
         lowered = message.lower()
         if not any(w in lowered for w in _UNSUPPORTED_WORDS):
             return False
-        for name in ("stream_options", "temperature", "stop"):
+        for name in ("stream_options", "temperature", "stop", "tool_choice"):
             named = any(q in lowered for q in (f"'{name}'", f'"{name}"', f"`{name}`", f"{name}:"))
             if name in params and (named or (name == "stream_options" and name in lowered)):
                 self._unsupported.add(name)
@@ -445,9 +504,10 @@ class OpenAICompatibleLLM(BaseLLM):
 
     # -- the protocol ------------------------------------------------------------------
 
-    def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> LLMResponse:
+    def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
+                 tools: Sequence[dict] | None = None) -> LLMResponse:
         stops = clean_stop(stop)
-        params = self._params(messages, stops, stream=False)
+        params = self._params(messages, stops, stream=False, tools=tools)
         try:
             result = self._call(params)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:  # 200 with a body that is not JSON
@@ -465,6 +525,12 @@ class OpenAICompatibleLLM(BaseLLM):
         message = choice.get("message") if isinstance(choice, Mapping) else None
         content = message.get("content") if isinstance(message, Mapping) else None
         usage = _usage_from(data)
+        calls = _tool_calls_from(message)
+        if calls:
+            text = cut_at_stop(content, stops)[0] if isinstance(content, str) else ""
+            return LLMResponse(text=text, finish_reason=choice.get("finish_reason") or "tool_calls",
+                               usage=usage or self._estimate(messages, text, calls), model=model,
+                               tool_calls=calls)
         if not isinstance(content, str) or content == "":
             server_reason = choice.get("finish_reason") if isinstance(choice, Mapping) else None
             reason = server_reason if server_reason in ("content_filter", "length") else "empty"
@@ -477,9 +543,10 @@ class OpenAICompatibleLLM(BaseLLM):
         return LLMResponse(text=text, finish_reason=finish, usage=usage or self._estimate(messages, text),
                            model=model)
 
-    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
+    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
+               tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
         stops = clean_stop(stop)
-        params = self._params(messages, stops, stream=True)
+        params = self._params(messages, stops, stream=True, tools=tools)
 
         def first_read(stream_obj: Any) -> tuple[Any, Any, Any]:
             iterator = iter(stream_obj)
@@ -503,6 +570,7 @@ class OpenAICompatibleLLM(BaseLLM):
             return
 
         cutter = StopCutter(stops)
+        deltas = _ToolCallDeltas()
         parts: list[str] = []
         finish: str | None = None
         usage: Usage | None = None
@@ -522,6 +590,8 @@ class OpenAICompatibleLLM(BaseLLM):
                             if out:
                                 parts.append(out)
                                 yield StreamChunk(text=out)
+                        if isinstance(delta, Mapping) and delta.get("tool_calls"):
+                            deltas.feed(delta["tool_calls"])
                         if choice.get("finish_reason"):
                             finish = choice["finish_reason"]
                 if cutter.stopped:
@@ -551,21 +621,25 @@ class OpenAICompatibleLLM(BaseLLM):
                     pass
         tail = cutter.flush()
         text = "".join(parts) + tail
-        if not text and finish not in ("content_filter", "length"):
+        calls = deltas.calls()
+        if calls:
+            finish = finish or "tool_calls"
+        elif not text and finish not in ("content_filter", "length"):
             logger.warning("LLM endpoint %s streamed no text (finish_reason=%s)", self.endpoint, finish)
             finish = "empty"
         elif finish is None:
             logger.warning("LLM stream from %s ended without a finish reason", self.endpoint)
             finish = "stop"
         if usage is None:
-            usage = self._estimate(messages, text)
-        yield StreamChunk(text=tail, finish_reason=finish, usage=usage)
+            usage = self._estimate(messages, text, calls)
+        yield StreamChunk(text=tail, finish_reason=finish, usage=usage, tool_calls=calls)
 
     # -- usage estimation --------------------------------------------------------------
 
-    def _estimate(self, messages: Sequence[Message], text: str) -> Usage:
+    def _estimate(self, messages: Sequence[Message], text: str, calls: Sequence[ToolCall] = ()) -> Usage:
         try:
+            completion = text + "".join(c.name + c.to_message()["function"]["arguments"] for c in calls)
             return Usage(tokens.count_message_tokens(messages, self.model_name),
-                         tokens.count_tokens(text, self.model_name), True)
+                         tokens.count_tokens(completion, self.model_name), True)
         except Exception:  # pragma: no cover - tokens never raises, but never let usage break a run
             return Usage(0, 0, True)

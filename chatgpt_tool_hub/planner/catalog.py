@@ -1,13 +1,19 @@
 """The model catalog: candidate HuggingFace models per task, ranked by downloads.
 
 The bundled ``catalog.json`` is a snapshot (id, task, downloads, likes, a
-one-line description). A tool's candidates are the entries whose task is the
-tool's ``task`` attribute (a HuggingFace pipeline task), else its name, else
-the name's alias (``image-captioning`` → ``image-to-text``).
+one-line description, and ``requires``: packages a model needs beyond the
+experts extra, such as ``timm``; such a model is a candidate only when they
+are installed). A tool's candidates are the entries whose task is the
+tool's ``hub_task`` (the Hub's pipeline tag of the models it runs), else its
+``task`` attribute, else its name, else an alias of one of these
+(``image-captioning`` → ``image-to-text``). A tool whose ``fixed_model`` gives a
+reason (an expert tool with an endpoint or a ``<tool>_model`` setting) has no
+candidates: its own model runs.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UserError
 
-__all__ = ["ModelInfo", "Catalog", "load_catalog", "supports_model_selection"]
+__all__ = ["ModelInfo", "Catalog", "load_catalog", "supports_model_selection", "fixed_model_reason"]
 
 
 @dataclass(frozen=True)
@@ -27,10 +33,19 @@ class ModelInfo:
     downloads: int = 0
     likes: int = 0
     description: str = ""
+    requires: tuple[str, ...] = ()  # Python packages the model needs beyond the experts extra (e.g. "timm")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "task": self.task, "downloads": self.downloads, "likes": self.likes,
-                "description": self.description}
+        out = {"id": self.id, "task": self.task, "downloads": self.downloads, "likes": self.likes,
+               "description": self.description}
+        if self.requires:
+            out["requires"] = list(self.requires)
+        return out
+
+    @property
+    def runnable(self) -> bool:
+        """Whether every package in ``requires`` is installed (looked up, not imported)."""
+        return all(_installed(name) for name in self.requires)
 
 
 class Catalog:
@@ -69,7 +84,7 @@ class Catalog:
         """The tool's candidate models, most downloaded first; none when it cannot switch models."""
         if not supports_model_selection(tool):
             return []
-        ranked = self.for_task(self.task_of(tool))
+        ranked = [m for m in self.for_task(self.task_of(tool)) if m.runnable]
         return ranked[:top_k] if top_k else ranked
 
     def __len__(self) -> int:
@@ -77,14 +92,31 @@ class Catalog:
 
 
 def supports_model_selection(tool: Any) -> bool:
-    """Duck typing: an expert tool offers ``with_model(model_id) -> Tool``."""
-    return callable(getattr(tool, "with_model", None))
+    """Duck typing: an expert tool offers ``with_model(model_id) -> Tool`` and its model is not fixed."""
+    return callable(getattr(tool, "with_model", None)) and fixed_model_reason(tool) is None
+
+
+def fixed_model_reason(tool: Any) -> str | None:
+    """Why a tool's own model must be kept (``tool.fixed_model``: an endpoint, a model setting), or None."""
+    reason = getattr(tool, "fixed_model", None)
+    return reason if isinstance(reason, str) and reason.strip() else None
+
+
+@lru_cache(maxsize=None)
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _entry(raw: Mapping[str, Any]) -> ModelInfo:
     try:
+        requires = raw.get("requires") or ()
+        requires = (requires,) if isinstance(requires, str) else tuple(str(r) for r in requires)
         return ModelInfo(id=str(raw["id"]), task=str(raw["task"]), downloads=int(raw.get("downloads") or 0),
-                         likes=int(raw.get("likes") or 0), description=str(raw.get("description") or ""))
+                         likes=int(raw.get("likes") or 0), description=str(raw.get("description") or ""),
+                         requires=requires)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"a catalog entry needs id, task and numeric downloads/likes; got {dict(raw)!r} ({exc})") \
             from None

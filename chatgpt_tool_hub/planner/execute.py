@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import ModelFeedbackError
 from ..events import Event
-from ..tools.base import Tool, ToolContext
+from ..tools.base import Tool, ToolContext, render_output
 from .binding import FILE_KINDS, UnresolvedPlaceholder, locate, resource_value, substitute, tool_input, workspace_roots
 from .catalog import supports_model_selection
 from .events import TaskEndEvent, TaskStartEvent
@@ -155,8 +155,12 @@ class DagRun:
             tool = self.tools[result.tool]
             kind = getattr(tool, "output_kind", "text")
             roots = workspace_roots([tool])
-            result.resource = resource_value(output or "", kind, inputs=result.args.values(), roots=roots)
-            result.file = locate(result.resource, roots) if kind in FILE_KINDS else None
+            try:
+                result.resource = resource_value(output or "", kind, inputs=result.args.values(), roots=roots)
+                result.file = locate(result.resource, roots) if kind in FILE_KINDS else None
+            except Exception:  # never leave a task half-settled: its dependents and the reader wait on it
+                log.warning("could not read the resource of task %s", result.id, exc_info=True)
+                result.resource, result.file = output or "", None
         self._running.discard(result.id)
         self._deadlines.pop(result.id, None)
         shown = output if status == "ok" else f"{status}: {error or reason or ''}"
@@ -246,11 +250,13 @@ class DagRun:
             if tool.dangerous and self.approve is not None and not _approved(self.approve, tool.name, given):
                 raise _Denied(f"the user did not approve running {tool.name!r}")
             output = tool.run(given, self.context)
+            if not isinstance(output, str):  # a tool that overrides run() and breaks its contract
+                output = render_output(output)
         except UnresolvedPlaceholder as exc:
             self._finish(task_id, "failed", error=f"not run: {exc}")
         except (ModelFeedbackError, _Denied) as exc:
             self._finish(task_id, "failed", error=str(exc))
-        except Exception as exc:  # a tool bug fails its task, never the run
+        except BaseException as exc:  # a tool bug (even SystemExit) fails its task, never the run or the worker
             log.debug("task %s (%s) raised", task_id, task.task, exc_info=True)
             self._finish(task_id, "failed", error=f"{type(exc).__name__}: {exc}")
         else:

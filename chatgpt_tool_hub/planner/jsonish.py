@@ -2,7 +2,10 @@
 
 ``extract_json(text, want)`` returns the first list (``want="list"``) or
 object (``want="object"``) that can be read. A value that opens but never
-closes raises :class:`CutOffJSON` so the caller can say the reply was cut off.
+closes raises :class:`CutOffJSON` so the caller can say the reply was cut off;
+one that closes but cannot be read (a missing comma, a stray bracket) raises
+:class:`BadJSON`, and nothing inside it is taken for the answer (a task
+object inside a broken list is not "the plan").
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["extract_json", "CutOffJSON", "NoJSON"]
+__all__ = ["extract_json", "CutOffJSON", "NoJSON", "BadJSON"]
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|python|javascript|js)?[ \t]*\n?(.*?)(?:```|$)", re.S)
 _TRAILING_COMMA = re.compile(r",(\s*[\]}])")
@@ -23,6 +26,14 @@ _BARE = {"true": "True", "false": "False", "null": "None"}
 
 class NoJSON(ValueError):
     """No JSON value of the wanted shape was found."""
+
+
+class BadJSON(NoJSON):
+    """A value of the wanted shape opens and closes but cannot be read (and no other one can)."""
+
+    def __init__(self, message: str, *, at: int):
+        super().__init__(message)
+        self.at = at
 
 
 class CutOffJSON(ValueError):
@@ -52,6 +63,7 @@ def extract_json(text: str, want: str = "list") -> tuple[Any, int, int]:
 
 def _scan(text: str, opener: str, want: str) -> tuple[Any, int, int]:
     cut_at: int | None = None
+    bad: BadJSON | None = None
     starts = 0
     index = text.find(opener)
     while index != -1 and starts < _MAX_STARTS:
@@ -64,10 +76,27 @@ def _scan(text: str, opener: str, want: str) -> tuple[Any, int, int]:
             value = _decode(text[index:end])
             if value is not _FAILED and _shape_ok(value, want):
                 return value, index, end
+            if _looks_like_start(text, index, want):
+                if bad is None:
+                    bad = _bad(want, index, end - index, value is _FAILED)
+                index = text.find(opener, end)  # what lies inside a broken value is a fragment of it
+                continue
         index = text.find(opener, index + 1)
     if cut_at is not None:
         raise CutOffJSON(f"the JSON starting at character {cut_at} is never closed", at=cut_at)
+    if bad is not None:
+        raise bad
     raise NoJSON(f"no JSON {want} found")
+
+
+def _bad(want: str, at: int, length: int, unreadable: bool) -> BadJSON:
+    if not unreadable:
+        what = "an entry that is not an object" if want == "list" else "something that is not an object"
+        return BadJSON(f"the JSON {want} starting at character {at} could not be read: it holds {what}", at=at)
+    why = "check its quotes, commas and brackets"
+    if length > _MAX_LITERAL_CHARS:
+        why = f"it is {length:,} characters long and not strict JSON (double quotes, no trailing commas)"
+    return BadJSON(f"the JSON {want} starting at character {at} could not be read: {why}", at=at)
 
 
 def _looks_like_start(text: str, index: int, want: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import ModelFeedbackError, RunError
 from ..tools.base import Tool
 from .binding import FILE_KINDS, bind, placeholders, whole_placeholder
-from .jsonish import CutOffJSON, NoJSON, extract_json
+from .jsonish import BadJSON, CutOffJSON, NoJSON, extract_json
 
 __all__ = ["Task", "ParsedPlan", "PlanFeedback", "PlanError", "parse_plan", "validate_plan", "resolve_tool"]
 
@@ -79,6 +79,9 @@ def parse_plan(text: str, *, finish_reason: str | None = None) -> ParsedPlan:
         hint = " (the reply hit the token limit)" if finish_reason == "length" else ""
         raise PlanFeedback([f"the JSON plan is cut off{hint}: {cut}. Reply with the complete JSON list, "
                             f"as few tasks as needed"], llm_output=text) from None
+    except BadJSON as bad:
+        raise PlanFeedback([f"{bad}. Reply with only the corrected JSON list of tasks (as few as needed)"],
+                           llm_output=text) from None
     except NoJSON:
         obj = _single_object(text)
         if obj is None:

@@ -2,7 +2,9 @@
 
 Candidates are the catalog's models for the tool's task, most downloaded
 first, cut to ``top_k``. A tool without ``with_model`` or with a single
-candidate needs no choice (and no LLM call). In ``"llm"`` mode an id that is
+candidate needs no choice (and no LLM call), nor does one whose model is fixed
+(``tool.fixed_model``: an expert tool with an endpoint or a ``<tool>_model``
+setting keeps its own model). In ``"llm"`` mode an id that is
 not among the candidates falls back to the most downloaded one: a model id
 from the LLM is never used unchecked.
 """
@@ -17,7 +19,7 @@ from ..errors import ConfigError
 from ..llm.base import Message
 from ..tools.base import Tool
 from .binding import placeholders
-from .catalog import Catalog, ModelInfo, supports_model_selection
+from .catalog import Catalog, ModelInfo, fixed_model_reason, supports_model_selection
 from .jsonish import CutOffJSON, NoJSON, extract_json
 from .plan import Task
 from .results import Assignment
@@ -55,6 +57,10 @@ class ModelSelector:
         candidates = self.candidates(tool)
         ids = tuple(c.id for c in candidates)
         if not candidates:
+            fixed = fixed_model_reason(tool)
+            own = getattr(tool, "model", None)
+            if fixed and isinstance(own, str) and own:
+                return Assignment(task.id, tool.name, own, f"the tool's own model: {fixed}", "single", (own,))
             reason = ("the tool has no model to choose" if not supports_model_selection(tool)
                       else "no catalog models for this task; the tool's own model is used")
             return Assignment(task.id, tool.name, None, reason, "single")

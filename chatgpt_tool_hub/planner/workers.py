@@ -86,7 +86,7 @@ class DaemonPool:
                 return
             try:
                 job()
-            except Exception:  # jobs handle their own errors; this is a last resort
+            except BaseException:  # jobs handle their own errors; this is a last resort that keeps the count right
                 log.exception("a planner worker job raised")
             with self._lock:
                 self._idle += 1

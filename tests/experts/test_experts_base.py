@@ -164,3 +164,72 @@ def test_hub_tasks_match_the_planner_catalog():
         assert catalog.for_task(tool_class.hub_task), (name, tool_class.hub_task)
         assert any(m.id.split("/")[-1] == tool_class.default_model.split("/")[-1]
                    for m in catalog.for_task(tool_class.hub_task)) or name == "text-to-image", name
+
+
+def test_a_model_evicted_during_a_call_is_reclaimed_when_the_call_ends(image_file):
+    """Eviction cannot free a model a call still holds; the call returns the memory when it ends."""
+    import weakref
+
+    manager = ModelManager()
+    reclaimed = []
+
+    class Evicting(Negative):
+        evict = True
+
+        def call_local(self, model, *, image):
+            self.ref = weakref.ref(model)
+            if self.evict:
+                manager.evict(self.model_key)  # another thread's load evicted it while this call ran
+            return model(open_image(image))
+
+    tool = Evicting(device="cpu", manager=manager)
+    manager.reclaim = lambda device=None: reclaimed.append((device, tool.ref() is None))
+    assert tool.run(image_file).startswith("Inverted")
+    # the eviction's own clean-up ran while the call held the model; the second, after it let go
+    assert reclaimed == [(None, False), ("cpu", True)]
+    reclaimed.clear()
+    tool.evict = False
+    tool.run(image_file)  # a resident model: nothing to reclaim
+    assert reclaimed == []
+
+
+def test_checkpoint_size_is_the_expected_size_under_a_budget(tmp_path, workspace):
+    folder = tmp_path / "model"
+    (folder / "unet").mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"\0" * 3 * 2**20)
+    (folder / "pytorch_model.bin").write_bytes(b"\0" * 5 * 2**20)  # the same weights again: not counted
+    (folder / "unet" / "diffusion_pytorch_model.safetensors").write_bytes(b"\0" * 2**20)
+    (folder / "unet" / "diffusion_pytorch_model.fp16.safetensors").write_bytes(b"\0" * 2**19)  # a variant
+    assert loading.checkpoint_mb(str(folder)) == pytest.approx(4.0)
+    assert loading.checkpoint_mb(str(tmp_path / "missing")) is None
+    assert loading.checkpoint_mb("chatgpt-tool-hub-tests/not-cached") is None
+
+    seen = []
+
+    class Recording(ModelManager):
+        def get(self, key, loader, **kwargs):
+            seen.append(kwargs.get("expected_mb"))
+            return super().get(key, loader, **kwargs)
+
+    tool = Negative(model=str(folder), device="cpu", manager=Recording(memory_budget_mb=100))
+    tool.load()
+    tool.manager.memory_budget_mb = 0
+    Negative(model=str(folder), device="cpu", manager=tool.manager).with_model(str(folder) + "/").load()
+    assert seen == [pytest.approx(4.0), None]  # estimated only when a budget needs it
+
+
+def test_checkpoint_size_counts_floats_at_the_load_dtype(tmp_path):
+    """A float32 safetensors checkpoint loaded in float16 takes half its file size (the header says so)."""
+    import json
+    import struct
+
+    header = {"w": {"dtype": "F32", "shape": [1024, 256], "data_offsets": [0, 1024 * 1024]},
+              "steps": {"dtype": "I64", "shape": [1], "data_offsets": [1024 * 1024, 1024 * 1024 + 8]},
+              "__metadata__": {"format": "pt"}}
+    raw = json.dumps(header).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * (1024 * 1024 + 8))
+    mb = 1024 * 1024
+    assert loading.checkpoint_mb(str(tmp_path), dtype="float16") == pytest.approx((mb // 2 + 8) / mb)
+    assert loading.checkpoint_mb(str(tmp_path), dtype="float32") == pytest.approx((mb + 8) / mb)
+    assert loading.checkpoint_mb(str(tmp_path)) == (tmp_path / "model.safetensors").stat().st_size / mb

@@ -117,3 +117,8 @@ def test_resolve_input_refuses(workspace):
     (workspace / "image").mkdir(exist_ok=True)
     with pytest.raises(ToolInputError, match="does not exist"):
         files.resolve_input("image", workspace, "image")  # a folder is not a file
+
+
+def test_resolve_input_with_a_null_byte_is_an_input_error(workspace):
+    with pytest.raises(ToolInputError, match="does not exist"):
+        files.resolve_input("image/a\x00.png", workspace, "image")

@@ -187,3 +187,48 @@ def test_file_output_named_in_a_sentence_inside_a_workspace(tools):
     assert r[0].resource == "image/b1_detect_a_a.png"  # the output, not the input named first
     assert r[0].file == str((workspace / "image" / "b1_detect_a_a.png").resolve())
     assert r[1].args == {"text": "see image/b1_detect_a_a.png"}
+
+
+def _events_within(dag, seconds=5.0):
+    """The run's events, or a failure when it does not finish in time (instead of hanging the suite)."""
+    events: list = []
+    reader = threading.Thread(target=lambda: events.extend(dag.events()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if reader.is_alive():
+        dag.cancel("test timeout")
+        pytest.fail("the DAG run never finished")
+    return events
+
+
+class _OddTool(SleepTool):
+    """A tool whose ``run`` breaks the contract: it returns a non-string or raises a BaseException."""
+
+    def __init__(self, name, recorder, result=None, raises=None):
+        super().__init__(name, recorder, 0.0)
+        self.result, self.raises = result, raises
+
+    def run(self, tool_input="", context=None):
+        if self.raises is not None:
+            raise self.raises
+        return self.result
+
+
+@pytest.mark.parametrize("returned", [{"label": "cat"}, None, 42])
+def test_a_tool_returning_a_non_string_does_not_hang_the_run(recorder, returned):
+    tools = {"odd": _OddTool("odd", recorder, result=returned), "next": SleepTool("next", recorder, 0.0)}
+    tasks, _ = validate_plan([task(0, "odd", {"text": "x"}), task(1, "next", {"text": "<resource>-0"}, [0])],
+                             tools, max_tasks=5)
+    dag = DagRun(tasks, tools)
+    _events_within(dag)
+    assert dag.results[0].status == "ok" and isinstance(dag.results[0].output, str)
+    assert dag.results[1].status == "ok"
+
+
+def test_a_tool_raising_a_base_exception_fails_its_task(recorder):
+    tools = {"exits": _OddTool("exits", recorder, raises=SystemExit(3)), "free": SleepTool("free", recorder, 0.0)}
+    tasks, _ = validate_plan([task(0, "exits", {"text": "x"}), task(1, "free", {"text": "y"})], tools, max_tasks=5)
+    dag = DagRun(tasks, tools)  # no timeout: only the task's own end can settle it
+    _events_within(dag)
+    assert dag.results[0].status == "failed" and "SystemExit" in dag.results[0].error
+    assert dag.results[1].status == "ok"

@@ -159,3 +159,42 @@ def test_plan_error_family():
 
 def test_plan_helper_round_trip():
     assert json.loads(plan(task(0, "upper", {"text": "x"}))) == [GOOD[0] | {"task": "upper", "args": {"text": "x"}}]
+
+
+BROKEN_SECOND_TASK = [
+    # a bracket in place of a brace: the list never decodes
+    '[{"task": "upper", "id": 0, "dep": [-1], "args": {"text": "a"}}, '
+    '{"task": "upper", "id": 1, "dep": [0], "args": {"text": "<resource>-0"]}]',
+    # a missing comma
+    '[{"task": "upper", "id": 0, "dep": [-1], "args": {"text": "a"}}, '
+    '{"task": "upper" "id": 1, "dep": [0], "args": {"text": "<resource>-0"}}]',
+    # an entry that is not an object
+    '[{"task": "upper", "id": 0, "dep": [-1], "args": {"text": "a"}}, 3]',
+]
+
+
+@pytest.mark.parametrize("text", BROKEN_SECOND_TASK)
+def test_a_list_that_cannot_be_read_is_sent_back_not_cut_to_its_first_task(text):
+    with pytest.raises(PlanFeedback, match="could not be read"):
+        parse_plan(text)
+
+
+def test_a_broken_draft_before_a_good_plan_is_passed_over(tools):
+    text = "Draft: " + BROKEN_SECOND_TASK[1] + "\nFixed:\n" + json.dumps(GOOD)
+    assert [item["id"] for item in parse_plan(text).items] == [0, 1]
+
+
+def test_a_list_inside_a_broken_plan_is_not_taken_for_the_plan():
+    text = ('[{"task": "upper", "id": 0, "args": {"text": "a", "boxes": [{"x": 1}]}}, '
+            '{"task": "upper" "id": 1}]')
+    with pytest.raises(PlanFeedback, match="could not be read"):
+        parse_plan(text)
+
+
+def test_ten_thousand_tasks_in_python_literal_form_are_not_cut_to_one(tools):
+    items = [task(i, "upper", {"text": str(i)}, [i - 1] if i else [-1]) for i in range(10_000)]
+    started = time.perf_counter()
+    with pytest.raises(PlanFeedback) as err:
+        parse_plan(str(items))  # single quotes, far beyond what is worth literal_eval-ing
+    assert time.perf_counter() - started < 2.0
+    assert "could not be read" in str(err.value) and "characters" in str(err.value)

@@ -1,0 +1,131 @@
+"""Native tool calls (``tool_calling="native"``): schemas out, calls in, messages in OpenAI's format.
+
+The loop sends ``tools=[...]`` built here; a reply's :class:`ToolCall` objects
+become :class:`Action` objects that the engine dispatches like any other, and
+each result goes back as a ``tool`` message that answers its call's id. A reply
+without tool calls is the answer -- unless it is written in the text protocol
+(a model that ignores native tools), which the text parser then reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import OutputParserError
+from ..llm.base import Message, ToolCall
+from ..tools.base import Tool
+from .parser import Action, Finish, parse_output
+
+__all__ = ["tool_schemas", "with_ids", "assistant_message", "describe", "tool_message", "tool_input", "decide",
+           "looks_like_text_protocol"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # OpenAI's function names: ^[a-zA-Z0-9_-]{1,64}$
+# the start of a text-protocol reply (after spaces, markdown bold / headers): a marker or a JSON action
+_PROTOCOL_START = re.compile(r"\A[\s*#_>`]*(?:thoughts?|action|final[ _]?answer|ai)\s*(?:\*\*)?\s*[:：]"
+                             r"|\A\s*\{\s*\"(?:action|tool|thoughts?|name)\"\s*:", re.IGNORECASE)
+_ACTION_INPUT = re.compile(r"^[\s*#_]*action[ _]?input\s*(?:\*\*)?\s*[:：]", re.IGNORECASE | re.MULTILINE)
+_THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>\s*", re.IGNORECASE | re.DOTALL)
+
+
+def tool_schemas(tools: Iterable[Tool]) -> tuple[list[dict], dict[str, str]]:
+    """OpenAI function schemas of ``tools``, and a map from the names sent to the tools' own names.
+
+    A name that is not a valid function name (spaces, dots, > 64 characters) is
+    sent with the bad characters replaced by ``_`` (and a number when two collide).
+    """
+    schemas: list[dict] = []
+    names: dict[str, str] = {}
+    for tool in tools:
+        schema = tool.openai_schema()
+        sent = _UNSAFE.sub("_", tool.name)[:64] or "tool"
+        base, n = sent, 1
+        while sent in names:
+            n += 1
+            sent = f"{base[:60]}_{n}"
+        names[sent] = tool.name
+        schemas.append({**schema, "function": {**schema["function"], "name": sent}})
+    return schemas, names
+
+
+def with_ids(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """``calls`` with an id each, unique within the reply (servers that send none get generated ones)."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        call_id = call.id or ""
+        if not call_id or call_id in seen:
+            call_id = f"call_{uuid.uuid4().hex[:12]}"
+        seen.add(call_id)
+        out.append(ToolCall(call_id, call.name, call.arguments))
+    return out
+
+
+def assistant_message(text: str, calls: Sequence[ToolCall]) -> Message:
+    """The model's reply with its tool calls, as it goes back into the conversation."""
+    return {"role": "assistant", "content": text or None, "tool_calls": [c.to_message() for c in calls]}
+
+
+def describe(call: ToolCall, text: str = "") -> str:
+    """The call as one line of text, after the reply's own text (``ToolStep.llm_output``)."""
+    line = f"{call.name}({call.to_message()['function']['arguments']})"
+    return f"{text.strip()}\n{line}" if text and text.strip() else line
+
+
+def tool_message(call_id: str, content: str) -> Message:
+    """A tool's observation, answering the call ``call_id``."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def _arguments(raw: str | Mapping[str, Any] | None) -> dict | str:
+    """The call's arguments: a dict when they are a JSON object, else the text as sent."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    text = (raw or "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def tool_input(call: ToolCall, tool: Tool | None) -> str | dict:
+    """What the tool gets: a dict for JSON-object tools; for string tools the text under ``"input"``
+    (the one property :meth:`Tool.openai_schema` gives them), or under a lone other key."""
+    arguments = _arguments(call.arguments)
+    if tool is None or tool.parameters is not None or isinstance(arguments, str):
+        return arguments
+    if "input" in arguments:
+        value = arguments["input"]
+    elif len(arguments) == 1:
+        value = next(iter(arguments.values()))
+    elif not arguments:
+        return ""
+    else:
+        return json.dumps(arguments, ensure_ascii=False)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def looks_like_text_protocol(text: str) -> bool:
+    """True when a reply is written in the text protocol: it starts with a marker (``Thought:``,
+    ``Action:``, ``AI:``, ``Final Answer:``) or a JSON action, or has an ``Action Input:`` line."""
+    body = _THINK.sub("", text or "")
+    return bool(_PROTOCOL_START.match(body) or _ACTION_INPUT.search(body))
+
+
+def decide(text: str, tool_names: Sequence[str], empty_feedback: str) -> Action | Finish:
+    """A reply without tool calls: the answer, or what the text parser reads in a text-protocol reply.
+
+    An empty reply raises :class:`OutputParserError` with ``empty_feedback``.
+    """
+    if looks_like_text_protocol(text) or "think>" in (text or "").lower():
+        return parse_output(text, list(tool_names))
+    output = (text or "").strip()
+    if not output:
+        raise OutputParserError("could not parse the LLM output (empty): the reply was empty",
+                                feedback=empty_feedback, llm_output=text or "")
+    return Finish(output, log=text)
