@@ -9,6 +9,11 @@
   ``Host`` header, TLS SNI and certificate verification keep the original
   hostname. Requests to hosts that were not pinned are refused.
 
+* :meth:`PinnedSession.deadline` bounds a whole exchange: per-read timeouts
+  alone let a server that drips one byte at a time hold a call for hours, so
+  when the deadline passes every socket of the session is shut down and the
+  call fails with :class:`DeadlineExceeded`.
+
 Limits: through a proxy the proxy resolves and connects, so pinning cannot
 apply (the target's addresses are still checked locally); redirects must be
 followed by the caller, re-checking and pinning each hop.
@@ -19,8 +24,10 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Iterator, Union
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import requests
@@ -32,6 +39,7 @@ from ...errors import ToolExecutionError, ToolInputError
 __all__ = [
     "BlockedURLError",
     "HostResolutionError",
+    "DeadlineExceeded",
     "CheckedURL",
     "check_url",
     "is_blocked_address",
@@ -62,6 +70,14 @@ class BlockedURLError(ToolInputError):
 
 class HostResolutionError(ToolExecutionError):
     """The host name could not be resolved."""
+
+
+class DeadlineExceeded(requests.exceptions.Timeout):
+    """A whole exchange took longer than its deadline (see :meth:`PinnedSession.deadline`)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no complete answer within {seconds:g} s")
+        self.seconds = seconds
 
 
 @dataclass(frozen=True)
@@ -273,7 +289,55 @@ class PinnedAdapter(HTTPAdapter):
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._pins: dict[tuple[str, str, int], CheckedURL] = {}
+        self._watched: list[socket.socket] = []  # duplicates of every socket opened, for abort()
+        self._watch_lock = threading.Lock()
+        self._tracked_classes: dict[type, type] = {}
+        self.aborted = False
         super().__init__(*args, **kwargs)
+
+    # ---- aborting: shut every socket down, waking any read blocked on it -------------
+
+    def abort(self) -> None:
+        """Shut down every connection this adapter opened (from any thread); later ones at once."""
+        with self._watch_lock:
+            self.aborted = True
+            for sock in self._watched:
+                _shutdown(sock)
+
+    def close(self) -> None:
+        super().close()
+        with self._watch_lock:
+            for sock in self._watched:
+                sock.close()
+            self._watched.clear()
+
+    def _watch(self, sock: socket.socket) -> None:
+        # A duplicate stays valid when urllib3 wraps (TLS) or closes its socket, and shutting
+        # it down ends the connection under every descriptor.
+        with self._watch_lock:
+            copy = sock.dup()
+            self._watched.append(copy)
+            if self.aborted:
+                _shutdown(copy)
+
+    def _tracked(self, pool: Any) -> Any:
+        """``pool`` with a connection class that reports each new socket to :meth:`_watch`."""
+        base = pool.ConnectionCls
+        if getattr(base, "_watched_by", None) is self:
+            return pool
+        cls = self._tracked_classes.get(base)
+        if cls is None:
+            adapter = self
+
+            def _new_conn(conn: Any) -> socket.socket:
+                sock = base._new_conn(conn)
+                adapter._watch(sock)
+                return sock
+
+            cls = type(f"Watched{base.__name__}", (base,), {"_new_conn": _new_conn, "_watched_by": self})
+            self._tracked_classes[base] = cls
+        pool.ConnectionCls = cls
+        return pool
 
     def pin(self, checked: CheckedURL) -> None:
         self._pins[(checked.scheme, checked.host, checked.port)] = checked
@@ -299,19 +363,28 @@ class PinnedAdapter(HTTPAdapter):
     def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):  # requests >= 2.32
         checked = self.pinned_for(request.url, proxies)
         if checked is None:
-            return super().get_connection_with_tls_context(request, verify, proxies=proxies, cert=cert)
+            return self._tracked(super().get_connection_with_tls_context(request, verify, proxies=proxies,
+                                                                         cert=cert))
         if not hasattr(self, "build_connection_pool_key_attributes"):  # requests 2.32.0 and 2.32.1
             return self.get_connection(request.url, proxies)
         host_params, pool_kwargs = self.build_connection_pool_key_attributes(request, verify, cert)
         host_params["host"] = checked.pin_address
-        return self.poolmanager.connection_from_host(**host_params, pool_kwargs=_tls_names(checked, pool_kwargs))
+        return self._tracked(self.poolmanager.connection_from_host(**host_params,
+                                                                   pool_kwargs=_tls_names(checked, pool_kwargs)))
 
     def get_connection(self, url, proxies=None):  # requests < 2.32
         checked = self.pinned_for(url, proxies)
         if checked is None:
-            return super().get_connection(url, proxies)
-        return self.poolmanager.connection_from_host(checked.pin_address, checked.port, checked.scheme,
-                                                     pool_kwargs=_tls_names(checked, {}))
+            return self._tracked(super().get_connection(url, proxies))
+        return self._tracked(self.poolmanager.connection_from_host(checked.pin_address, checked.port, checked.scheme,
+                                                                   pool_kwargs=_tls_names(checked, {})))
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # not connected (yet), or already closed
+        pass
 
 
 def _tls_names(checked: CheckedURL, pool_kwargs: dict) -> dict:
@@ -336,6 +409,30 @@ class PinnedSession(requests.Session):
         self.adapter.pin(checked)
         return checked
 
+    @property
+    def aborted(self) -> bool:
+        return self.adapter.aborted
+
+    @contextmanager
+    def deadline(self, seconds: float) -> Iterator[None]:
+        """Within the block, every connection of this session is shut down once ``seconds`` have passed.
+
+        Whatever the request was doing (connecting, reading headers or the
+        body) then fails; a ``requests`` error raised because of that comes out
+        of the block as :class:`DeadlineExceeded`.
+        """
+        timer = threading.Timer(seconds, self.adapter.abort)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        except (requests.RequestException, OSError) as exc:
+            if self.aborted and not isinstance(exc, DeadlineExceeded):
+                raise DeadlineExceeded(seconds) from None
+            raise
+        finally:
+            timer.cancel()
+
 
 def pinned_session(checked: CheckedURL | None = None, *, proxy: str | None = None) -> PinnedSession:
     """A session that connects only to pinned (checked) addresses; ``checked`` is pinned at once."""
@@ -352,6 +449,8 @@ def describe_network_error(exc: BaseException, host: str, timeout: float) -> str
     """A one-line description of a ``requests`` failure: refused, timed out, TLS, DNS..."""
     chain = _causes(exc)
     names = {type(e).__name__ for e in chain}
+    if isinstance(exc, DeadlineExceeded):
+        return f"{host} sent no complete answer within {exc.seconds:g} s; stopped"
     if isinstance(exc, requests.exceptions.ProxyError):
         return f"could not reach {host} through the proxy ({_last(chain)})"
     if isinstance(exc, requests.exceptions.SSLError):

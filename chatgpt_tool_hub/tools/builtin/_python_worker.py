@@ -11,10 +11,11 @@ many bytes of UTF-8 JSON. Request ``{"code": str}``; reply ``{"status": "ok" |
 "error" | "exit", "code": int | None}``. What the user's code prints never
 travels in a frame: file descriptors 1 and 2 are the parent's output pipe
 (stdin is ``/dev/null``), and the protocol descriptors are not inheritable, so
-``os.write(1, ...)`` and subprocesses cannot corrupt the protocol. Before each
-call fds 1 and 2 and ``sys.stdout``/``sys.stderr`` are put back, in case the
-previous code redirected or closed them. End of file on ``REQ_FD`` ends the
-worker.
+``os.write(1, ...)`` and subprocesses cannot corrupt the protocol (code that
+writes to the protocol descriptors on purpose can: it runs in this process).
+Before each call fds 1 and 2 and ``sys.stdout``/``sys.stderr`` are put back, in
+case the previous code redirected or closed them. End of file on ``REQ_FD``
+(the parent is gone) ends the worker and every process the code started.
 
 Without arguments (Windows, which has no fd passing) the worker runs the code
 read from stdin once and exits with 0 (ran), 1 (raised or did not compile) or
@@ -40,6 +41,7 @@ import types
 FILENAME = "<input>"
 MAX_FRAMES = 24  # longer runs of frames keep their first and last ones
 MAX_REQUEST = 64 * 1024 * 1024
+EXIT_PROTOCOL_LOST = 86  # exit status when the protocol pipes stopped working (closed by the code)
 _CO_COROUTINE = 0x0080  # inspect.CO_COROUTINE, without importing inspect
 _HEADER = struct.Struct(">I")
 _loop = None
@@ -63,14 +65,30 @@ def serve(req_fd, resp_fd):
     out_fds = (os.dup(1), os.dup(2))  # private copies of the output pipe, to restore fds 1 and 2
     namespace = _setup()
     streams = (sys.stdout, sys.stderr)
-    while True:
-        request = _read_frame(req_fd)
-        if request is None:
-            return 0
-        _restore_output(out_fds, streams)
-        status, code = run_code(request.get("code", ""), namespace)
-        _flush()
-        _write_frame(resp_fd, {"status": status, "code": code})
+    try:
+        while True:
+            request = _read_frame(req_fd)
+            if request is None:
+                return 0
+            _restore_output(out_fds, streams)
+            status, code = run_code(request.get("code", ""), namespace)
+            _flush()
+            _write_frame(resp_fd, {"status": status, "code": code})
+    except OSError:  # the parent is gone (broken pipe), or the code closed the protocol pipes
+        return EXIT_PROTOCOL_LOST
+    finally:
+        _end_children()
+
+
+def _end_children():
+    """The parent is gone: end what the code started (the launcher made this process a subreaper)."""
+    try:
+        import runpy
+
+        launcher = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launcher.py"))
+        launcher["end_children"]()
+    except BaseException:
+        pass
 
 
 def _setup():

@@ -4,7 +4,10 @@
 process group), with a scrubbed environment, a working directory, an address
 space limit (``RLIMIT_AS``), a CPU-time limit (``RLIMIT_CPU``, about the wall
 timeout plus one second) and no core dumps. A wall-clock timeout kills the whole
-process group with ``SIGKILL``. stdout and stderr are merged into one pipe and
+process tree with ``SIGKILL`` (:func:`kill_tree`: the process group, and on
+Linux every descendant, also those that left the group with ``setsid``), and
+so does the end of the command: nothing it started in the background outlives
+it. stdout and stderr are merged into one pipe and
 read with a selector loop that keeps at most about ``2 * max_output_chars``
 characters (head and tail) while draining and discarding the middle, so a child
 that prints 100 MB costs the parent time, not memory. Input goes through stdin,
@@ -13,16 +16,19 @@ written in the same loop, so neither side can deadlock on a full pipe.
 ``python`` tool's per-session workers); :func:`strip_control` removes ANSI
 escape sequences and other control characters from output meant for an LLM.
 
-The limits are applied by a tiny launcher (``python -I -S -c ...``) that sets
-them and then ``exec``\\ s the command, instead of a ``preexec_fn``, which is not
-safe when the parent has threads.
+The limits are applied by a tiny launcher (``python -I -S _launcher.py ...``)
+that sets them, makes itself a child subreaper (Linux: orphans stay in its
+tree instead of moving to init) and then runs the command, instead of a
+``preexec_fn``, which is not safe when the parent has threads.
 
 **This is not a security boundary.** Process isolation with rlimits stops
 accidents: runaway loops, memory bombs, floods of output, code that reads
 ``os.environ`` looking for keys. It does not stop a determined attacker: the
 child runs as the same user, can read and write every file that user can, open
-network connections, escape the process group with ``setsid`` (and so outlive
-the timeout), or fork many processes. Run the whole application in a container,
+network connections, leave the process tree with some effort (undo the
+subreaper setting, or kill the launcher that holds the tree together, then
+daemonize) and so outlive the timeout, signal the application itself, or fork
+many processes. Run the whole application in a container,
 VM or dedicated low-privilege account when the code it runs is untrusted.
 
 POSIX only for the limits. On Windows the command still runs in a separate
@@ -45,9 +51,13 @@ import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Sequence
 
-__all__ = ["SandboxResult", "run_sandboxed", "spawn_limited", "rlimits", "kill_group", "scrubbed_env",
+from ._launcher import descendants
+
+__all__ = ["SandboxResult", "run_sandboxed", "spawn_limited", "rlimits", "kill_group", "kill_tree",
+           "kill_child_tree", "scrubbed_env",
            "truncate_middle", "describe_signal", "strip_control", "OutputCollector"]
 
 _POSIX = os.name == "posix"
@@ -173,22 +183,16 @@ def run_sandboxed(
 
 # ---- POSIX ---------------------------------------------------------------------
 
-# Runs in the child before the command: set the limits, then become the command.
-_LAUNCHER = """\
-import json, os, resource, sys
-limits = json.loads(sys.argv[1])
-for name, value in limits.items():
-    resource.setrlimit(getattr(resource, name), (value[0], value[1]))
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    sys.stderr.write("cannot start %r: %s\\n" % (sys.argv[2], exc))
-    os._exit(127)
-"""
+# The first thing a sandboxed child runs: sets the limits, makes itself a child
+# subreaper, then becomes the command ("exec") or runs it and ends what it left
+# behind ("supervise"). See _launcher.py.
+_LAUNCHER = str(Path(__file__).with_name("_launcher.py"))
+_LINUX = sys.platform.startswith("linux")
+_TREE_ROUNDS = 5  # kill_tree: how often to look again for children forked while looking
 
 
 def rlimits(cpu_seconds: float, max_memory_mb: int | None) -> dict[str, list[int]]:
-    """The limits :data:`_LAUNCHER` sets: ``RLIMIT_AS``, ``RLIMIT_CPU`` (soft, hard + 1), no core."""
+    """The limits the launcher sets: ``RLIMIT_AS``, ``RLIMIT_CPU`` (soft, hard + 1), no core."""
     import math
     import resource
 
@@ -210,13 +214,18 @@ def rlimits(cpu_seconds: float, max_memory_mb: int | None) -> dict[str, list[int
 
 
 def spawn_limited(argv: Sequence[str], *, cwd: str | os.PathLike, env: Mapping[str, str], cpu_seconds: float,
-                  max_memory_mb: int | None = None, **popen_kwargs) -> subprocess.Popen:
+                  max_memory_mb: int | None = None, supervise: bool = False, **popen_kwargs) -> subprocess.Popen:
     """Start ``argv`` (POSIX) in a new session under :func:`rlimits`; the caller owns the process.
 
-    ``popen_kwargs`` go to :class:`subprocess.Popen` (``stdin``, ``stdout``,
-    ``stderr``, ``pass_fds``...). End it with :func:`kill_group` and ``wait()``.
+    The process is a child subreaper (Linux), so what it starts stays in its
+    tree even after ``setsid``. ``supervise`` runs ``argv`` as a child of the
+    launcher, which kills whatever ``argv`` left behind when it ends;
+    otherwise the launcher becomes ``argv``. ``popen_kwargs`` go to
+    :class:`subprocess.Popen` (``stdin``, ``stdout``, ``stderr``,
+    ``pass_fds``...). End it with :func:`kill_child_tree` and ``wait()``.
     """
-    launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(rlimits(cpu_seconds, max_memory_mb))]
+    mode = "supervise" if supervise and _LINUX else "exec"
+    launcher = [sys.executable, "-I", "-S", _LAUNCHER, mode, json.dumps(rlimits(cpu_seconds, max_memory_mb))]
     return subprocess.Popen(launcher + list(argv), cwd=os.fspath(cwd), env=dict(env),
                             start_new_session=True,  # own session and process group: killpg reaches children
                             close_fds=True, **popen_kwargs)
@@ -229,7 +238,7 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
     collector = OutputCollector(max_output_chars)
     started = time.monotonic()
     proc = spawn_limited(argv, cwd=cwd, env=env, cpu_seconds=timeout + 1, max_memory_mb=max_memory_mb,
-                         stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                         supervise=True, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.DEVNULL)
     timed_out = False
     sel = selectors.DefaultSelector()
@@ -268,16 +277,16 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
                 proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 timed_out = True
-        # Kill the group in every case: after a timeout, and to end background
+        # Kill the tree in every case: after a timeout, and to end background
         # children the command left behind (they would hold the pipe open).
-        kill_group(proc.pid)
+        kill_child_tree(proc)
         proc.wait()
         if out_open:
             _drain(out_fd, collector, time.monotonic() + _DRAIN_GRACE_S)
     finally:
         sel.close()
         if proc.poll() is None:  # an exception above: never leave the child running
-            kill_group(proc.pid)
+            kill_child_tree(proc)
             proc.wait()
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
@@ -323,10 +332,59 @@ def _drain(fd: int, collector: "OutputCollector", until: float) -> None:
                 return
 
 
-def kill_group(pid: int) -> None:
-    """``SIGKILL`` the process group ``pid`` leads; quiet when it is already gone."""
+def kill_group(pid: int, sig: int | None = None) -> None:
+    """``SIGKILL`` (or ``sig``) the process group ``pid`` leads; quiet when it is already gone."""
     try:
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pid, sig or signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_tree(pid: int) -> None:
+    """``SIGKILL`` the process group ``pid`` leads and, on Linux, every descendant of ``pid``.
+
+    Descendants are found through the parent links in /proc, so processes that
+    left the group (``setsid``, ``start_new_session``) are found too, and the
+    launcher made ``pid`` a subreaper, so double-forked daemons are still below
+    it. Everything found is stopped first (``SIGSTOP``), so that nothing forks
+    while the tree is read, then killed. Quiet for processes already gone.
+    ``pid`` must not have been reaped yet (see :func:`kill_child_tree`).
+    """
+    if not _LINUX:
+        kill_group(pid)
+        return
+    found = descendants(pid)  # look once before stopping anything: if looking fails, nothing stays stopped
+    stopped: set[int] = set()
+    try:
+        kill_group(pid, signal.SIGSTOP)
+        for _ in range(_TREE_ROUNDS):
+            for child in found - stopped:
+                _signal(child, signal.SIGSTOP)
+            stopped |= found
+            found = descendants(pid)
+            if found <= stopped:
+                break
+    finally:  # whatever happened while looking: never leave anything stopped
+        kill_group(pid)
+        for child in stopped:
+            _signal(child, signal.SIGKILL)
+
+
+def kill_child_tree(proc: subprocess.Popen) -> None:
+    """:func:`kill_tree` for a child process, or only its group once it has been reaped.
+
+    After ``wait()`` its pid may belong to an unrelated process, whose tree must
+    not be touched; the group id stays reserved while the group has members.
+    """
+    if proc.returncode is None:
+        kill_tree(proc.pid)
+    else:
+        kill_group(proc.pid)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 

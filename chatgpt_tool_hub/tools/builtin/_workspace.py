@@ -1,20 +1,23 @@
 """Keep file paths inside the workspace: the shared part of the file tools.
 
-A path from the model is checked as text first (no NUL byte, no ``~``, no
-``..`` component, nothing that percent-decoding - once or several times - turns
-into one of those; ``\\`` counts as a separator), then resolved with
-``os.path.realpath`` and kept only when ``os.path.commonpath`` says it is
-inside the workspace. That refuses absolute paths outside the workspace and
-symbolic links anywhere in the path that lead outside it; links that stay
-inside are followed.
+A path from the model is checked as text first (no NUL byte or other control
+character, no ``~``, no ``file:`` or other URI, no ``..`` component, nothing
+that percent-decoding - once or several times - or Unicode compatibility
+folding (fullwidth ``．．／``) turns into one of those, no percent-encoded bytes
+that are not UTF-8 (the overlong ``%c0%ae``); ``\\`` counts as a separator),
+then resolved with ``os.path.realpath`` and kept only when
+``os.path.commonpath`` says it is inside the workspace. That refuses absolute
+paths outside the workspace and symbolic links anywhere in the path that lead
+outside it; links that stay inside are followed.
 
 To narrow the gap between that check and the use (TOCTOU), files and folders
 are then opened from the workspace root one component at a time with
 ``O_NOFOLLOW`` (``dir_fd``): the resolved path has no links, so meeting one
 means the tree changed under us, and the call fails. Only regular files are
-read or written (no devices, FIFOs or sockets); a write refuses a file with
-other hard links. Where ``dir_fd`` or ``O_NOFOLLOW`` is missing (Windows) the
-resolved path is opened directly.
+read or written (no devices, FIFOs or sockets), and only when they have no
+other hard link (a hard link may be another name of a file outside). Where
+``dir_fd`` or ``O_NOFOLLOW`` is missing (Windows) the resolved path is opened
+directly.
 
 This confines the file tools, not the ``python`` or ``terminal`` tools, which
 can reach any file the application's user can.
@@ -24,19 +27,24 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
+import unicodedata
 from pathlib import Path
 from urllib.parse import unquote
 
 from ...errors import ToolExecutionError, ToolInputError
 
-__all__ = ["Workspace"]
+__all__ = ["Workspace", "printable"]
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block the open
 _SAFE_OPEN = bool(_O_NOFOLLOW and _O_DIRECTORY) and os.open in os.supports_dir_fd
+# C0 and C1 control characters (newlines and escapes included) and the bidirectional overrides
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_URI = re.compile(r"^(?:file:|[a-z][a-z0-9+.-]*://)", re.I)
 _HINT = "Use a path relative to the workspace, e.g. notes.txt or data/report.csv; list-dir shows what is there."
 
 
@@ -117,6 +125,11 @@ class Workspace:
                 os.close(fd)
 
 
+def printable(name: str) -> str:
+    """``name`` with control characters written as escapes (``\\n``, ``\\x1b``): safe in an observation."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], name)
+
+
 def _entry(item: os.DirEntry) -> tuple[str, str, int]:
     try:
         info = item.stat(follow_symlinks=False)
@@ -139,10 +152,16 @@ def _clean(raw: object) -> str:
         raise ToolInputError(f"the path contains a NUL byte. {_HINT}")
     if len(text) > 4096:
         raise ToolInputError(f"the path is too long. {_HINT}")
+    if _URI.match(text):
+        raise ToolInputError(f"{text[:200]!r} is a URI, not a path; give a path relative to the workspace. {_HINT}")
     layer = text
     for depth in range(4):  # the text itself, then each percent-decoding of it
         _check_layer(layer, raw, encoded=depth > 0)
-        decoded = unquote(layer)
+        try:
+            decoded = unquote(layer, errors="strict")
+        except UnicodeDecodeError:
+            raise ToolInputError(f"{text[:200]!r} holds percent-encoded bytes that are not UTF-8 text (like the "
+                                 f"overlong '%c0%ae'). {_HINT}") from None
         if decoded == layer:
             break
         layer = decoded
@@ -153,6 +172,12 @@ def _check_layer(text: str, raw: str, *, encoded: bool) -> None:
     how = "percent-encoded " if encoded else ""
     if "\x00" in text:
         raise ToolInputError(f"'{raw}' contains a {how}NUL byte. {_HINT}")
+    if _CONTROL.search(text):
+        raise ToolInputError(f"{raw[:200]!r} contains a {how}control character (a newline, tab, escape...); "
+                             f"file names must be plain text. {_HINT}")
+    folded = unicodedata.normalize("NFKC", text)
+    if folded != text:  # fullwidth "．．／" and the like: what a lenient decoder would see
+        _check_layer(folded, raw, encoded=encoded)
     normalized = text.replace("\\", "/")
     if normalized.startswith("~"):
         raise ToolInputError(f"'{raw}' starts with {how}'~': home folders are outside the workspace. {_HINT}")
@@ -224,6 +249,7 @@ def _check_kind(info: os.stat_result, shown: str, write: bool) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise ToolInputError(f"'{shown}' is not a regular file (a device, FIFO or socket); only regular "
                              f"files can be read or written.")
-    if write and info.st_nlink > 1:
-        raise ToolInputError(f"'{shown}' has other hard links, which may lead outside the workspace; "
-                             f"write to a new file instead.")
+    if info.st_nlink > 1:
+        what = "write to a new file instead" if write else "only files with a single name can be read"
+        raise ToolInputError(f"'{shown}' has other hard links, which may be names of a file outside the "
+                             f"workspace; {what}.")

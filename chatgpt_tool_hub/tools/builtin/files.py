@@ -21,7 +21,7 @@ from typing import Any
 from ...config import get_typed
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
-from ._workspace import Workspace
+from ._workspace import Workspace, printable
 
 __all__ = ["ReadFileTool", "WriteFileTool", "ListDirTool"]
 
@@ -185,7 +185,7 @@ class ListDirTool(_WorkspaceTool):
         count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
         lines = [f"{where} holds {count} (type, size in bytes, name):"]
         for name, kind, size in entries[: self.max_entries]:
-            label = f"{name}/" if kind == "dir" else name
+            label = printable(name) + ("/" if kind == "dir" else "")
             lines.append(f"{kind:<5} {size if kind == 'file' else '-':>10}  {label}")
         if len(entries) > self.max_entries:
             lines.append(f"... and {len(entries) - self.max_entries} more entries (list_dir_max_entries)")

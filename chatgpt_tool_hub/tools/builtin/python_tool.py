@@ -9,16 +9,18 @@ used first); ``reset(session)``, ``close()`` and interpreter exit stop them.
 Workers run under :func:`._sandbox.spawn_limited` (own process group,
 ``RLIMIT_AS``, a lifetime ``RLIMIT_CPU`` backstop, no core dumps, scrubbed
 environment, the workspace as working directory and ``HOME``, a private
-``TMPDIR``). The wall timeout ``SIGKILL``\ s the whole group; the next call
+``TMPDIR``). The wall timeout kills the whole process tree with ``SIGKILL``
+(the group and, on Linux, children that left it with ``setsid``); the next call
 starts a fresh worker. Requests and replies are length-prefixed JSON frames on
 private pipes; printed output travels on a separate pipe read with a cap, so
 neither ``os.write(1, ...)`` nor a 100 MB print can corrupt the protocol or
 fill the parent's memory. See docs/tools/python.md.
 
 **Not a security boundary.** The code runs as the application's user: it can
-read and write that user's files, use the network, escape the group kill with
-``setsid`` and fork many processes. The limits stop accidents, not a
-determined attacker; isolate the application (container, VM, low-privilege
+read and write that user's files (``/proc/<parent>/environ`` included), use the
+network, signal the application, leave the process tree with some effort, talk
+the worker protocol itself and fork many processes. The limits stop accidents,
+not a determined attacker; isolate the application (container, VM, low-privilege
 account) when the model is not trusted.
 """
 
@@ -45,8 +47,8 @@ from typing import Any, Iterator, Mapping
 from ...config import get_typed
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
-from ._python_worker import MAX_REQUEST, decode_frame, encode_frame
-from ._sandbox import (OutputCollector, _read_into, _write_some, describe_signal, kill_group, run_sandboxed,
+from ._python_worker import EXIT_PROTOCOL_LOST, MAX_REQUEST, decode_frame, encode_frame
+from ._sandbox import (OutputCollector, _read_into, _write_some, describe_signal, kill_child_tree, run_sandboxed,
                        scrubbed_env, spawn_limited, strip_control)
 
 __all__ = ["PythonTool", "extract_code"]
@@ -56,6 +58,7 @@ _POSIX = os.name == "posix"
 _MAX_REPLY = 1 << 20
 _MAX_CODE_CHARS = MAX_REQUEST // 8  # the worker refuses requests over MAX_REQUEST bytes
 _DRAIN_S = 0.2  # after a reply or a kill: how long to collect output still in the pipe
+_EXIT_GRACE_S = 1.0  # the reply pipe closed: how long to wait for the process to end before calling it a hang-up
 
 # Set in the child on top of the scrubbed environment: keep numeric libraries
 # from reserving per-core threads and arenas that the address-space limit would
@@ -168,7 +171,7 @@ class PythonTool(Tool):
         outcome = session.worker.execute(code, self.timeout, self.max_output_chars)
         if outcome.status == "died" and session.retired:
             outcome = replace(outcome, status="reset")
-        if outcome.status in ("timeout", "died", "broken", "reset"):
+        if outcome.status in ("timeout", "died", "broken", "hangup", "reset"):
             session.discard()
         return outcome, note
 
@@ -205,6 +208,9 @@ class PythonTool(Tool):
             return f"Error: the session was reset (or the tool closed) while the code ran; it was stopped. {_LOST}"
         if outcome.status == "broken":
             return f"Error: the Python process sent a garbled reply and was stopped. {_LOST}"
+        if outcome.status == "hangup":
+            return (f"Error: the code closed the Python process's connection to the tool (its protocol pipes); "
+                    f"the process was stopped. {_LOST}")
         if outcome.status == "exit":
             return f"(exit status {outcome.code})" if outcome.code not in (0, None) else None
         if outcome.status != "died":
@@ -228,7 +234,7 @@ class PythonTool(Tool):
 @dataclass(frozen=True)
 class _Outcome:
     output: str
-    status: str  # ok | error | exit | timeout | died | broken | reset
+    status: str  # ok | error | exit | timeout | died | broken | hangup | reset
     code: int | None = None  # exit status of sys.exit
     returncode: int | None = None  # of the process, when it died
 
@@ -276,11 +282,21 @@ class _Worker:
             self._drain(collector, time.monotonic() + _DRAIN_S, stop_when_empty=True)
             output, _ = collector.result()
             return _Outcome(output, str(reply.get("status")), reply.get("code"))
-        kill_group(self.proc.pid)
+        if reply == "died" and (not self._exits_soon() or self.proc.returncode == EXIT_PROTOCOL_LOST):
+            reply = "hangup"  # the reply pipe closed while the process lived on: the code closed it
+        kill_child_tree(self.proc)
         returncode = self.proc.wait()
         self._drain(collector, time.monotonic() + _DRAIN_S, stop_when_empty=False)
         output, _ = collector.result()
         return _Outcome(output, reply, returncode=returncode)
+
+    def _exits_soon(self) -> bool:
+        """After end of file on the reply pipe: did the process end (its pipes close just before it does)?"""
+        try:
+            self.proc.wait(_EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _exchange(self, pending: memoryview | None, collector: OutputCollector, deadline: float) -> dict | str:
         """Send the request, collect output; the reply, or "timeout" / "died" / "broken"."""
@@ -317,14 +333,14 @@ class _Worker:
                     return
 
     def terminate(self) -> None:
-        """Kill the process group now (safe from any thread); ``close`` cleans up."""
+        """Kill the process tree now (safe from any thread); ``close`` cleans up."""
         if not self._closed:
-            kill_group(self.proc.pid)
+            kill_child_tree(self.proc)
 
     def close(self) -> None:
         if self._closed:
             return
-        kill_group(self.proc.pid)
+        kill_child_tree(self.proc)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable

@@ -4,7 +4,9 @@ Safety (see ``_netguard``): http(s) only, no credentials in URLs, every
 resolved address of the host must be public (unless ``url_get_allow_private``),
 the connection goes to the address that was checked (no DNS rebinding),
 redirects are followed by hand (at most 5) and each hop is checked again.
-The body is streamed and reading stops at ``url_get_max_bytes``.
+The body is streamed and reading stops at ``url_get_max_bytes``; the whole
+fetch (redirects, headers, body) ends after 4 x ``url_get_timeout``, however
+slowly the server drips its answer.
 
 Output: HTML becomes title + text (scripts and styles dropped), JSON is
 pretty-printed, text stays text, binary content is described, not returned.
@@ -29,8 +31,8 @@ import requests
 from ...config import get_typed
 from ...errors import ConfigError, ToolHubError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
-from ._netguard import (BlockedURLError, CheckedURL, HostResolutionError, check_url, describe_network_error,
-                        pinned_session)
+from ._netguard import (BlockedURLError, CheckedURL, DeadlineExceeded, HostResolutionError, PinnedSession,
+                        check_url, describe_network_error, pinned_session)
 
 __all__ = ["UrlGetTool", "html_to_text", "clean_text", "clip_text"]
 
@@ -151,31 +153,44 @@ class UrlGetTool(Tool):
         session = pinned_session(proxy=self.proxy)
         redirects: list[str] = []
         try:
-            current = url
-            for _ in range(MAX_REDIRECTS + 1):
-                checked = session.pin(check_url(current, self.allow_private))
-                response = self._request(session, checked)
-                location = response.headers.get("Location") if response.status_code in REDIRECT_CODES else None
-                if not location:
-                    page = self._read(response, checked)
-                    page.redirects = redirects
-                    return page
-                response.close()
-                redirects.append(checked.url)
-                current = urljoin(checked.url, location.strip())
+            # per-read timeouts cannot stop a server that drips a byte at a time: bound the whole fetch
+            with session.deadline(self.total_timeout):
+                current = url
+                for _ in range(MAX_REDIRECTS + 1):
+                    checked = session.pin(check_url(current, self.allow_private))
+                    response = self._request(session, checked)
+                    location = response.headers.get("Location") if response.status_code in REDIRECT_CODES else None
+                    if not location:
+                        page = self._read(response, checked, session)
+                        page.redirects = redirects
+                        return page
+                    response.close()
+                    redirects.append(checked.url)
+                    current = urljoin(checked.url, location.strip())
             raise FetchError(f"too many redirects: {url} redirected more than {MAX_REDIRECTS} times "
                              f"(stopped before {current})")
         finally:
             session.close()
 
-    def _request(self, session: requests.Session, checked: CheckedURL) -> requests.Response:
-        try:
-            return session.get(checked.url, headers=HEADERS, stream=True, allow_redirects=False,
-                               timeout=(self.timeout, self.timeout))
-        except requests.RequestException as exc:
-            raise FetchError(describe_network_error(exc, checked.host, self.timeout)) from None
+    @property
+    def total_timeout(self) -> float:
+        """Seconds a whole fetch (all redirects, headers and body) may take: 4 x ``url_get_timeout``."""
+        return 4 * self.timeout
 
-    def _read(self, response: requests.Response, checked: CheckedURL) -> Page:
+    def _request(self, session: PinnedSession, checked: CheckedURL) -> requests.Response:
+        try:
+            response = session.get(checked.url, headers=HEADERS, stream=True, allow_redirects=False,
+                                   timeout=(self.timeout, self.timeout))
+        except requests.RequestException as exc:
+            error = DeadlineExceeded(self.total_timeout) if session.aborted else exc
+            raise FetchError(describe_network_error(error, checked.host, self.timeout)) from None
+        if session.aborted:  # the headers "ended" only because the deadline cut the connection
+            response.close()
+            raise FetchError(describe_network_error(DeadlineExceeded(self.total_timeout), checked.host,
+                                                    self.timeout))
+        return response
+
+    def _read(self, response: requests.Response, checked: CheckedURL, session: PinnedSession) -> Page:
         ctype, charset = _content_type(response.headers.get("Content-Type", ""))
         page = Page(response.url or checked.url, response.status_code, response.reason or "", ctype, charset)
         length_header = response.headers.get("Content-Length", "").strip()
@@ -184,7 +199,7 @@ class UrlGetTool(Tool):
             if _declared_binary(ctype) and response.status_code < 400:
                 page.binary, page.size = ctype, length
                 return page
-            self._stream_body(response, page, checked.host)
+            self._stream_body(response, page, checked.host, session)
         finally:
             response.close()
         if ctype in _SNIFF_TYPES:
@@ -193,10 +208,10 @@ class UrlGetTool(Tool):
             page.size = max(length, page.size or 0)
         return page
 
-    def _stream_body(self, response: requests.Response, page: Page, host: str) -> None:
+    def _stream_body(self, response: requests.Response, page: Page, host: str, session: PinnedSession) -> None:
         chunks: list[bytes] = []
         total = 0
-        deadline = time.monotonic() + 4 * self.timeout
+        deadline = time.monotonic() + self.total_timeout
         try:
             for chunk in response.iter_content(CHUNK_BYTES):
                 chunks.append(chunk)
@@ -208,13 +223,19 @@ class UrlGetTool(Tool):
                     break
                 if time.monotonic() > deadline:
                     page.truncated = True
-                    page.notes.append(f"the download took longer than {4 * self.timeout:g} s; stopped early")
+                    page.notes.append(f"the download took longer than {self.total_timeout:g} s; stopped early")
                     break
         except requests.RequestException as exc:
+            if session.aborted:
+                exc = DeadlineExceeded(self.total_timeout)
             if not chunks:
                 raise FetchError(describe_network_error(exc, host, self.timeout)) from None
             page.truncated = True
             page.notes.append(f"the download broke off ({describe_network_error(exc, host, self.timeout)})")
+        else:
+            if session.aborted and not page.truncated:  # cut at the deadline, seen as a normal end
+                page.truncated = True
+                page.notes.append(f"the download took longer than {self.total_timeout:g} s; stopped early")
         page.body = b"".join(chunks)[: self.max_bytes]
         page.size = total
 

@@ -9,7 +9,9 @@ flattened: no clash with parameter names, and array bodies work too).
 
 These tools call URLs taken from a third-party document, so targets that
 resolve to private, loopback or link-local addresses are refused unless
-``allow_private=True``. Path parameters are percent-encoded as one segment, so
+``allow_private=True``; a call ends after 4 x ``timeout`` in all, and a
+document fetched from the web can only point to http(s) URLs, never to a
+local file. Path parameters are percent-encoded as one segment, so
 an argument can never change the path or add a query. Auth secrets are sent,
 never shown: they are redacted from observations, errors and logs.
 """
@@ -26,7 +28,8 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
-from ..builtin._netguard import BlockedURLError, check_url, describe_network_error, pinned_session
+from ..builtin._netguard import BlockedURLError, DeadlineExceeded, check_url, describe_network_error, pinned_session
+from ..builtin.url_get import clean_text
 
 __all__ = ["load_openapi_tools", "OpenAPITool"]
 
@@ -38,6 +41,7 @@ _MAX_DOC_BYTES = 5 * 1024 * 1024
 _MAX_BODY_BYTES = 2 * 1024 * 1024
 _OBSERVATION_LIMIT = 8000
 _MAX_REF_DEPTH = 12
+_TOTAL_TIMEOUTS = 4  # a whole exchange may take this many times the per-read timeout
 _KEY = "openapi_plugins"
 
 
@@ -71,35 +75,37 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 def _send(method: str, url: str, *, timeout: float, proxy: str | None, allow_private: bool, limit: int,
           auth: Any = None, auth_origin: str | None = None, **kwargs: Any) -> _Reply:
     """One request to checked, pinned addresses (``_netguard``); GET/HEAD follow up to 5
-    redirects, each hop re-checked. Auth goes only to ``auth_origin``. Raises
-    ``BlockedURLError`` / ``HostResolutionError`` or a ``requests`` error."""
-    session = None
+    redirects, each hop re-checked. Auth goes only to ``auth_origin``. The whole
+    exchange ends after ``_TOTAL_TIMEOUTS * timeout``. Raises ``BlockedURLError`` /
+    ``HostResolutionError`` or a ``requests`` error (``DeadlineExceeded`` included)."""
+    session = pinned_session(proxy=proxy)
     try:
-        for _ in range(6):
-            checked = check_url(url, allow_private=allow_private)
-            session = session or pinned_session(proxy=proxy)
-            session.pin(checked)
-            same = auth is not None and auth_origin is not None and _origin(url) == _origin(auth_origin)
-            resp = session.request(method, checked.url, timeout=timeout, allow_redirects=False, stream=True,
-                                   **(auth.apply(kwargs) if same else kwargs))
-            location = resp.headers.get("Location")
-            if resp.status_code in (301, 302, 303, 307, 308) and location and method in ("GET", "HEAD"):
+        with session.deadline(_TOTAL_TIMEOUTS * timeout):  # a dripping server cannot hold the call longer
+            for _ in range(6):
+                checked = session.pin(check_url(url, allow_private=allow_private))
+                same = auth is not None and auth_origin is not None and _origin(url) == _origin(auth_origin)
+                resp = session.request(method, checked.url, timeout=timeout, allow_redirects=False, stream=True,
+                                       **(auth.apply(kwargs) if same else kwargs))
+                location = resp.headers.get("Location")
+                if resp.status_code in (301, 302, 303, 307, 308) and location and method in ("GET", "HEAD"):
+                    resp.close()
+                    url, kwargs = urljoin(url, location), {k: v for k, v in kwargs.items() if k != "params"}
+                    continue
+                data, truncated = bytearray(), False
+                for chunk in resp.iter_content(64 * 1024):
+                    data += chunk
+                    if len(data) > limit:
+                        truncated = True
+                        break
                 resp.close()
-                url, kwargs = urljoin(url, location), {k: v for k, v in kwargs.items() if k != "params"}
-                continue
-            data, truncated = bytearray(), False
-            for chunk in resp.iter_content(64 * 1024):
-                data += chunk
-                if len(data) > limit:
-                    truncated = True
-                    break
-            resp.close()
-            return _Reply(resp.status_code, resp.reason or "", resp.headers.get("Content-Type") or "",
-                          bytes(data[:limit]).decode(resp.encoding or "utf-8", errors="replace"), truncated, url)
+                if session.aborted:  # the answer "ended" only because the deadline cut the connection
+                    raise DeadlineExceeded(_TOTAL_TIMEOUTS * timeout)
+                return _Reply(resp.status_code, resp.reason or "", resp.headers.get("Content-Type") or "",
+                              bytes(data[:limit]).decode(resp.encoding or "utf-8", errors="replace"), truncated,
+                              url)
         raise BlockedURLError("refused: more than 5 redirects")
     finally:
-        if session is not None:
-            session.close()
+        session.close()
 
 
 # ---- auth ---------------------------------------------------------------------------
@@ -216,7 +222,11 @@ def _join(location: str | None, ref: str, label: str, what: str) -> str:
         raise _bad(label, f"{what} {ref!r} is relative and the document has no location; "
                           "pass base_url or an absolute URL")
     if re.match(r"^https?://", location, flags=re.I):
-        return urljoin(location, ref)
+        joined = urljoin(location, ref)
+        if not re.match(r"^https?://", joined, flags=re.I):  # "file:...", "x:/../..": never a local file
+            raise _bad(label, f"{what} {ref[:200]!r} is not an http(s) URL; a document fetched from the web "
+                              "can only point to http(s) URLs")
+        return joined
     if ref.startswith("/"):
         raise _bad(label, f"{what} {ref!r} is relative to a web server; pass base_url")
     return os.path.join(os.path.dirname(location), ref)
@@ -421,10 +431,11 @@ class OpenAPITool(Tool):
                 text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
             except ValueError:
                 pass
-        text = self._redact(text)
+        text = clean_text(self._redact(text))  # no terminal escapes or control characters reach the LLM
         if not 200 <= reply.status < 300:
-            raise ToolExecutionError(f"HTTP {reply.status} {self._redact(reply.reason)} from {self.method} "
-                                     f"{self.path}: {_truncate(text, 2000) or '(empty body)'}")
+            reason = clean_text(self._redact(reply.reason))
+            raise ToolExecutionError(f"HTTP {reply.status} {reason} from {self.method} {self.path}: "
+                                     f"{_truncate(text, 2000) or '(empty body)'}")
         return _truncate(text) if text.strip() else f"HTTP {reply.status} (empty body)"
 
 
