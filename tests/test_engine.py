@@ -313,3 +313,17 @@ def test_streaming_llm_without_a_stop_keyword():
 
     events, result = run_events(Engine(NoStopStreamer([]), []), "q", stream=True)
     assert result.output == "fine"
+
+
+def test_control_characters_never_reach_the_llm_from_any_tool():
+    from chatgpt_tool_hub.tools import tool
+
+    @tool(name="noisy")
+    def noisy(text: str) -> str:
+        """Prints terminal control sequences."""
+        return "\x1b[2J\x1b]0;title\x07clean\u202e text\x00\r\n"
+
+    llm = ScriptedLLM([act("noisy", "x"), answer("ok")])
+    result = Engine(llm, [noisy]).run("q")
+    assert result.steps[0].observation == "clean text\n"
+    assert llm.requests[1][-1]["content"] == "Observation: clean text\n"

@@ -244,3 +244,23 @@ def test_runnable_examples_in_the_services_guide(capsys):
     for code in blocks:
         exec(compile(code, "docs/tools/services.md", "exec"), {})
     assert "Cats sleep most of the day." in capsys.readouterr().out
+
+
+def test_file_input_refuses_a_hard_link_to_a_file_outside(tmp_path):
+    import os
+
+    from chatgpt_tool_hub.errors import ToolInputError
+    from chatgpt_tool_hub.testing import ScriptedLLM
+    from chatgpt_tool_hub.tools.base import ToolContext
+    from chatgpt_tool_hub.tools.plugins.summary import SummaryTool
+
+    outside = tmp_path / "secret.txt"
+    outside.write_text("the secret")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    os.link(outside, workspace / "innocent.txt")
+    tool = SummaryTool.from_config(workspace_dir=str(workspace))
+    llm = ScriptedLLM(["never"])
+    with pytest.raises(ToolInputError):
+        tool.run("innocent.txt", ToolContext(llm=llm))
+    assert llm.calls == 0

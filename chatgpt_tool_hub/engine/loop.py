@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
 
-from ..errors import OutputParserError, ToolInputError, ModelFeedbackError, UserError
+from ..errors import ModelFeedbackError, OutputParserError, UserError
 from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
 from ..llm.base import LLM, LLMResponse, Message, StreamChunk, ToolCall, call_llm, collect_stream, stream_llm
 from ..llm.stops import cut_at_stop
+from ..textutil import strip_control
 from ..tools.base import Tool, ToolContext, render_output
 from . import native
 from .budget import Budget, BudgetExceeded
@@ -158,7 +159,8 @@ class Engine:
         started = time.perf_counter()
         observation, status, tool_name = self._dispatch(state, action, native_call=call_id is not None)
         yield from state.drain_nested()
-        observation = truncate_observation(self._redact(observation), self.settings.observation_max_chars)
+        observation = truncate_observation(strip_control(self._redact(observation)),
+                                           self.settings.observation_max_chars)
         step = ToolStep(tool_name, action.tool_input, observation, action.thought, action.log or "",
                         status, time.perf_counter() - started, call_id)
         state.steps.append(step)

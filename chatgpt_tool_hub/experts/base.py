@@ -306,9 +306,11 @@ def open_image(path: str | os.PathLike) -> Any:
     from PIL import Image, UnidentifiedImageError
 
     from ..errors import ToolInputError
+    from .files import IMAGE_FORMATS, check_pixels
 
     try:
-        with Image.open(path) as image:
+        with Image.open(path, formats=IMAGE_FORMATS) as image:  # no EPS (Ghostscript) and the like
+            check_pixels(image, os.path.basename(path))  # before decoding: decompression bombs
             return image.convert("RGB")
     except (UnidentifiedImageError, OSError) as exc:
         raise ToolInputError(f"file '{os.path.basename(path)}' is not an image this tool can read "

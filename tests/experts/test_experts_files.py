@@ -122,3 +122,25 @@ def test_resolve_input_refuses(workspace):
 def test_resolve_input_with_a_null_byte_is_an_input_error(workspace):
     with pytest.raises(ToolInputError, match="does not exist"):
         files.resolve_input("image/a\x00.png", workspace, "image")
+
+
+def test_expert_tools_refuse_image_bombs_and_non_image_formats(tmp_path):
+    import pytest
+    from PIL import Image
+
+    from chatgpt_tool_hub.errors import ToolInputError
+    from chatgpt_tool_hub.experts import files
+    from chatgpt_tool_hub.experts.base import open_image
+
+    big = tmp_path / "bomb.png"
+    side = int(files.MAX_INPUT_PIXELS ** 0.5) + 10
+    Image.new("1", (side, side)).save(big)  # a small file with too many pixels
+    with pytest.raises(ToolInputError):
+        open_image(big)
+    eps = tmp_path / "fake.png"
+    eps.write_bytes(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n")
+    with pytest.raises(ToolInputError):
+        open_image(eps)
+    ok = tmp_path / "ok.png"
+    Image.new("RGB", (8, 4)).save(ok)
+    assert open_image(ok).size == (8, 4)

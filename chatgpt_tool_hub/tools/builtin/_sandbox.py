@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from ...textutil import strip_control
 from ._launcher import descendants
 
 __all__ = ["SandboxResult", "run_sandboxed", "spawn_limited", "rlimits", "kill_group", "kill_tree",
@@ -484,24 +485,4 @@ def _join(head: str, tail: str, omitted: int) -> str:
     return f"{head}\n... [{omitted} characters omitted] ...\n{tail}"
 
 
-# ANSI/VT escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte escapes),
-# 8-bit CSI, and every other C0/C1 control character except tab and newline.
-_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
-    r"|\x1b[ -/]*[0-~]"
-    r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-)
 
-
-def strip_control(text: str) -> str:
-    """``text`` without colours, cursor moves, titles and other control sequences.
-
-    ``\\r\\n`` becomes ``\\n`` and a lone ``\\r`` (progress bars) a newline, so
-    the LLM gets plain text and a terminal that shows the text cannot be
-    steered by it.
-    """
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROL.sub("", text)

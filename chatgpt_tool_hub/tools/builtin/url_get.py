@@ -29,6 +29,7 @@ from urllib.parse import urljoin
 import requests
 
 from ...config import get_typed
+from ...textutil import strip_control
 from ...errors import ConfigError, ToolHubError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 from ._netguard import (BlockedURLError, CheckedURL, DeadlineExceeded, HostResolutionError, PinnedSession,
@@ -49,8 +50,6 @@ _TEXT_TYPE = re.compile(r"text/.*|.*\+(json|xml)|application/(json|xml|(x-)?java
 _SNIFF_TYPES = ("", "application/octet-stream", "binary/octet-stream", "application/unknown")
 _MAGIC = {b"\x89PNG": "PNG image", b"GIF8": "GIF image", b"\xff\xd8\xff": "JPEG image", b"%PDF": "PDF document",
           b"PK\x03\x04": "ZIP archive", b"\x1f\x8b": "gzip archive", b"RIFF": "RIFF media", b"\x7fELF": "executable"}
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # + bidi overrides
 _DROP = re.compile(r"<(script|style|noscript|template|svg|iframe|object)\b[^>]*(?:>.*?(?:</\1\s*>|$)|$)"
                    r"|<!--.*?(?:-->|$)|<!\[.*?(?:\]>|$)", re.S | re.I)  # unclosed: to the end (linear time)
 _UNCLOSED = re.compile(r"<(?=[^<>]*(?:<|\Z))")  # a "<" whose tag never closes: html.parser is quadratic there
@@ -364,10 +363,7 @@ def _title(html: str) -> str:
     return " ".join(html_lib.unescape(re.sub(r"<[^>]*>", "", raw)).split())
 
 
-def clean_text(text: str) -> str:
-    """``text`` without ANSI escape sequences and control characters (tabs and newlines stay)."""
-    text = _ANSI.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-    return _CONTROL.sub("", text)
+clean_text = strip_control  # the name other tools import
 
 
 def clip_text(text: str, max_chars: int) -> str:

@@ -29,7 +29,7 @@ from urllib.parse import quote, urljoin, urlsplit
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
 from ..builtin._netguard import BlockedURLError, DeadlineExceeded, check_url, describe_network_error, pinned_session
-from ..builtin.url_get import clean_text
+from ...textutil import strip_control as clean_text
 
 __all__ = ["load_openapi_tools", "OpenAPITool"]
 

@@ -241,8 +241,12 @@ class SummaryTool(Tool):
         return "text", text
 
     def _read_file(self, path: str, notes: list[str]) -> str:
+        from ..builtin._workspace import Workspace  # the file tools' link-safe opening
+
+        workspace = Workspace(self.workspace_dir)
         try:
-            with open(path, "rb") as fh:
+            shown, parts = workspace.resolve(os.path.relpath(path, workspace.root))
+            with os.fdopen(workspace.open_file(parts, shown), "rb") as fh:
                 data = fh.read(self.max_file_bytes + 1)
         except OSError as exc:
             raise ToolExecutionError(f"could not read '{os.path.basename(path)}': {exc.strerror or exc}") from None
