@@ -39,3 +39,14 @@ class CountingTool(Tool):
 
 def last_user(messages: list[dict]) -> str:
     return [m for m in messages if m["role"] == "user"][-1]["content"]
+
+
+def run_events(engine, query: str, **kw):
+    """All events of ``engine.iter_run`` and its result."""
+    gen = engine.iter_run(query, **kw)
+    events = []
+    while True:
+        try:
+            events.append(next(gen))
+        except StopIteration as stop:
+            return events, stop.value

@@ -7,17 +7,7 @@ import pytest
 from chatgpt_tool_hub.engine.loop import STOP_SEQUENCES, Engine, EngineSettings, truncate_observation
 from chatgpt_tool_hub.events import ActionEvent, AnswerEvent, ErrorEvent, ObservationEvent, ThoughtEvent, TokenEvent
 from chatgpt_tool_hub.testing import ScriptedLLM
-from helpers import CountingTool, act, answer, echo, last_user
-
-
-def run_events(engine: Engine, query: str, **kw):
-    gen = engine.iter_run(query, **kw)
-    events = []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return events, stop.value
+from helpers import CountingTool, act, answer, echo, last_user, run_events
 
 
 def test_direct_answer_makes_one_call():

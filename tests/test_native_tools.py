@@ -18,7 +18,7 @@ from chatgpt_tool_hub.llm.openai_client import OpenAICompatibleLLM
 from chatgpt_tool_hub.llm.tokens import count_message_tokens
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import tool
-from helpers import CountingTool, act, answer, echo
+from helpers import CountingTool, act, answer, echo, run_events
 
 NATIVE = EngineSettings(tool_calling="native", prompt_language="en")
 
@@ -35,16 +35,6 @@ def call(name: str, arguments, call_id: str = "call_1", text: str = "") -> LLMRe
 
 def calls(*items: tuple[str, object], text: str = "") -> LLMResponse:
     return LLMResponse(text, tool_calls=[ToolCall(f"call_{i}", n, a) for i, (n, a) in enumerate(items)])
-
-
-def run_events(engine: Engine, query: str, **kw):
-    gen = engine.iter_run(query, **kw)
-    events = []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return events, stop.value
 
 
 def make_llm(server, **kw) -> OpenAICompatibleLLM:

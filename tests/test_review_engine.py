@@ -7,17 +7,7 @@ from chatgpt_tool_hub.events import AnswerEvent, TokenEvent
 from chatgpt_tool_hub.llm.base import BaseLLM, LLMResponse, StreamChunk
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import Tool
-from helpers import CountingTool, act, answer, echo
-
-
-def run_events(engine: Engine, query: str, **kw):
-    gen = engine.iter_run(query, **kw)
-    events = []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return events, stop.value
+from helpers import CountingTool, act, answer, echo, run_events
 
 
 class DeafLLM(BaseLLM):
