@@ -171,3 +171,17 @@ def test_browser_in_pure_mode_builds_its_llm_from_the_chatbot_kwargs(chat_server
     bare = factory(workspace_dir=str(tmp_path))
     with pytest.raises(SubtreeError, match="No LLM is configured"):
         bare.run("x")
+
+
+def test_run_usage_covers_the_whole_tree():
+    from chatgpt_tool_hub.tools.plugins.summary import SummaryTool
+
+    inner = SubtreeTool("helper", "Helps.", [echo])
+    summary = SummaryTool.from_config()
+    app, llm = make_app([act("helper", "task"), act("echo", "x"), answer("inner"),  # 3 calls: parent + subtree
+                         act("summary", "some long text to summarise"), "a summary",  # 1 engine + 1 tool call
+                         answer("done")], tools=[inner, summary])
+    result = app.run("q")
+    assert result.output == "done"
+    assert llm.calls == 6 and result.usage.llm_calls == 6
+    assert result.usage.total.total_tokens == sum(u.total_tokens for u in result.usage.calls) > 0

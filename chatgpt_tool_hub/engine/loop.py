@@ -184,7 +184,7 @@ class Engine:
         if tool.dangerous and self.approve is not None and not self._approved(tool, action.tool_input):
             return prompts.render("denied", tool=tool.name), "denied", tool.name
         context = ToolContext(session_id=state.session_id, depth=self.settings.depth, budget=self.budget,
-                              llm=self.llm, emit=state.emit, approve=self.approve)
+                              llm=self.llm, emit=state.emit, approve=self.approve, usage=state.usage)
         try:
             result = tool.run(action.tool_input, context)
         except ModelFeedbackError as exc:  # bad input or a failure the tool explained

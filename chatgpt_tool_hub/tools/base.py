@@ -36,6 +36,7 @@ class ToolContext:
     llm: Any = None                                # the calling engine's LLM, or None
     emit: Callable[[Any], None] | None = None      # forwards events of nested engines
     approve: Callable[[str, Any], bool] | None = None
+    usage: Any = None                              # the run's RunUsage: tools that call an LLM add their calls
 
 
 DEFAULT_CONTEXT = ToolContext()

@@ -65,6 +65,8 @@ class SubtreeTool(Tool):
             result = _drive(engine.iter_run(text, session_id=context.session_id), context.emit)
         except LLMError as exc:
             raise SubtreeError(f"subtree '{self.name}' failed: its LLM call failed: {exc}") from None
+        if context.usage is not None:  # the parent's RunResult.usage covers the whole tree
+            context.usage.calls.extend(result.usage.calls)
         if result.stopped_by == "budget":
             raise SubtreeError(f"subtree '{self.name}' ran out of budget: {result.output}")
         output = result.output.strip()

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from ...config import get_typed
 from ...errors import ConfigError, LLMError, ModelFeedbackError, RunError, ToolExecutionError, ToolInputError
+from ...llm.base import call_llm
 from ...llm.build import NO_LLM_HELP, build_llm
 from ...llm.tokens import count_tokens, truncate_to_tokens
 from ..base import Tool, ToolContext
@@ -199,10 +200,12 @@ class SummaryTool(Tool):
                 raise ToolExecutionError(f"stopped summarising: {exc}") from None
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
         try:
-            response = llm.complete(messages)
+            response = call_llm(llm, messages)
         except LLMError as exc:
             raise ToolExecutionError(f"the LLM failed while summarising: {exc}") from None
-        text = getattr(response, "text", response)
+        if context is not None and context.usage is not None:
+            context.usage.calls.append(response.usage)  # counted in the run's RunResult.usage
+        text = response.text
         return ("" if text is None else str(text)).strip() or "(the LLM returned an empty summary)"
 
     def _ask_all(self, llm: Any, prompts: Sequence[str], context: ToolContext | None) -> list[str]:
