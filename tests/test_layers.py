@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "chatgpt_tool_hub"
 
-# layer of each module path prefix (relative to the package), from DESIGN.md
+# layer of each module path prefix (relative to the package): imports only point down
 LAYERS = [
     ("cli", 6), ("demo", 6),
     ("apps", 5),

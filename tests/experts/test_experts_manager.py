@@ -147,7 +147,7 @@ def test_default_manager_is_shared_but_separate_instances_exist():
     assert ModelManager() is not default_manager()
 
 
-# ---- races found in review ------------------------------------------------------------------------
+# ---- races ----------------------------------------------------------------------------------------
 
 
 def test_call_lock_survives_eviction():

@@ -1,6 +1,6 @@
-"""Review of the public contract: chatbot embedding, configuration, secrets, ScriptedLLM, CLI.
+"""The public contract: chatbot embedding, configuration, secrets, ScriptedLLM, CLI.
 
-Each test pins a bug found in review (it failed before the fix next to it).
+Each test pins a behaviour that once was wrong.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from chatgpt_tool_hub.tools import tool
 from chatgpt_tool_hub.tools.registry import ToolRegistry
 from helpers import act, answer, echo
 
-SECRET = "sk-REVIEW-NEVER-LEAK-0987654321"
+SECRET = "sk-CONTRACT-NEVER-LEAK-0987654321"
 posix_only = pytest.mark.skipif(os.name != "posix", reason="python tool workers are POSIX only")
 
 

@@ -1,4 +1,4 @@
-"""Review of the ReAct loop: stop sequences in streams, depth, odd tools, observations as data."""
+"""Edge cases of the ReAct loop: stop sequences in streams, depth, odd tools, observations as data."""
 
 from __future__ import annotations
 

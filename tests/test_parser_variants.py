@@ -1,6 +1,6 @@
-"""Review of the parser against the ★ text protocol: malformed outputs real LLMs produce.
+"""The parser against the ★ text protocol: malformed outputs real LLMs produce.
 
-Each case states its intended reading under the rules of DESIGN.md: normalise markers only,
+Each case states its intended reading under the text protocol's rules (docs/engine.md): normalise markers only,
 never the input; cut at a hallucinated line-anchored Observation:; the first of action / final
 answer wins; strip quotes only when they match; an object input becomes a dict; no marker at
 all is an implicit final answer; the rest raises OutputParserError with feedback.
