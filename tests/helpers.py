@@ -50,3 +50,18 @@ def run_events(engine, query: str, **kw):
             events.append(next(gen))
         except StopIteration as stop:
             return events, stop.value
+
+
+def process_gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs (a zombie nobody reaped yet counts as gone)."""
+    import os
+    from pathlib import Path
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True

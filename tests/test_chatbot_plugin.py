@@ -13,35 +13,12 @@ from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.apps.app import App
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
 from helpers import act, answer
+from service_fixtures import CHATBOT_KWARGS
 
 
 def plugin_kwargs(server_url: str) -> dict:
-    keys_with_empty_values = [
-        "bing_subscription_key", "google_api_key", "google_cse_id", "news_api_key", "searxng_search_host",
-        "wolfram_alpha_appid", "morning_news_api_key", "email_smtp_host", "email_smtp_port", "email_sender",
-        "email_authorization_code", "sms_username", "sms_apikey", "stt_api_key", "stt_api_region", "tts_api_key",
-        "tts_api_region", "caption_api_key", "zaobao_api_key", "deployment_id",
-    ]
-    kwargs = {k: "" for k in keys_with_empty_values}
-    kwargs.update({
-        "log": True, "debug": False, "no_default": False, "think_depth": 2, "proxy": "", "request_timeout": 5,
-        "temperature": 0, "llm_api_key": "sk-plugin-test-key", "llm_api_base_url": server_url,
-        "model_name": "gpt-3.5-turbo", "arxiv_simple": True, "arxiv_top_k_results": 2,
-        "arxiv_sort_by": "relevance", "arxiv_sort_order": "descending", "arxiv_output_type": "text",
-        "bing_search_url": "https://api.bing.microsoft.com/v7.0/search", "bing_search_top_k_results": 2,
-        "bing_search_simple": True, "bing_search_output_type": "text", "email_nickname_mapping": "{}",
-        "google_simple": True, "google_output_type": "text", "finance_news_filter": False,
-        "finance_news_filter_list": [], "finance_news_simple": True, "finance_news_repeat_news": False,
-        "morning_news_simple": True, "morning_news_output_type": "text", "searxng_search_top_k_results": 2,
-        "searxng_search_output_type": "text", "sms_nickname_mapping": "{}", "stt_recognition_language": "zh-CN",
-        "tts_auto_detect": True, "tts_speech_id": "zh-CN-XiaozhenNeural", "summary_max_segment_length": 2500,
-        "terminal_nsfc_filter": True, "terminal_return_err_output": True, "terminal_timeout": 20,
-        "browser_use_summary": True, "url_get_use_summary": True, "wechat_hot_reload": True,
-        "wechat_cpt_path": "/tmp/itchat.pkl", "wechat_send_group": False, "wechat_nickname_mapping": "{}",
-        "wikipedia_top_k_results": 2,
-        "python_timeout": 10,
-    })
-    return kwargs
+    """The ~60 keyword arguments the plugin passes, most of them empty, pointed at ``server_url``."""
+    return {**CHATBOT_KWARGS, "llm_api_key": "sk-plugin-test-key", "llm_api_base_url": server_url}
 
 
 class FakePlugin:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import process_gone
+
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ConfigError, ToolInputError
 from chatgpt_tool_hub.testing import ScriptedLLM
@@ -479,20 +481,11 @@ def test_sandbox_child_that_ignores_stdin(tmp_path):
     assert result.returncode == 0 and result.truncated and not result.timed_out
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:  # a zombie nobody reaped yet counts as gone
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _wait_gone(pid: int) -> bool:
     for _ in range(50):
-        if _gone(pid):
+        if process_gone(pid):
             return True
         time.sleep(0.05)
     return False

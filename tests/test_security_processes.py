@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import process_gone
+
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
 from chatgpt_tool_hub.tools.builtin.terminal import TerminalTool
 
@@ -23,21 +25,12 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pr
 _SLEEPER = "import time; time.sleep(120)"
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:  # a zombie nobody reaped yet counts as gone
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if _gone(pid):
+        if process_gone(pid):
             return True
         time.sleep(0.05)
     return False
@@ -49,7 +42,7 @@ def leftovers():
     pids: list[int] = []
     yield pids
     for pid in pids:
-        if not _gone(pid):
+        if not process_gone(pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -106,7 +99,7 @@ def test_python_timeout_also_ends_children_that_left_the_group(py, leftovers, co
 @pytest.mark.parametrize("code", [SETSID_CHILD, DOUBLE_FORK], ids=["setsid", "double-fork"])
 def test_python_close_and_reset_end_children_that_left_the_group(py, leftovers, code):
     leftovers.extend(_pids(py.run(code)))
-    assert leftovers and not any(_gone(pid) for pid in leftovers)  # alive while the session lives
+    assert leftovers and not any(process_gone(pid) for pid in leftovers)  # alive while the session lives
     py.reset()
     assert all(_wait_gone(pid) for pid in leftovers)
 
@@ -114,7 +107,7 @@ def test_python_close_and_reset_end_children_that_left_the_group(py, leftovers, 
 def test_python_background_children_live_on_between_calls(py, leftovers):
     leftovers.extend(_pids(py.run(SETSID_CHILD)))
     assert py.run("print('next call')") == "next call"
-    assert not _gone(leftovers[0])
+    assert not process_gone(leftovers[0])
 
 
 @pytest.mark.parametrize("command", [
