@@ -204,3 +204,83 @@ def test_only_plain_image_formats_are_decoded(tmp_path, ws, monkeypatch):
     with pytest.raises(ToolInputError, match="not an image this tool can read"):
         expert_files.ingest_image(fake, ws)
     assert ran == []
+
+
+# ---- the workspace folder swapped for a link ----------------------------------------------
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symbolic links and dir_fd")
+def test_swapping_the_workspace_folder_for_a_link_never_escapes(tmp_path):
+    ws, aside, outside = tmp_path / "ws", tmp_path / "ws-aside", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "data.txt").write_text("INSIDE", encoding="utf-8")
+    (outside / "data.txt").write_text(SECRET, encoding="utf-8")
+    read, write = ReadFileTool(workspace_dir=ws), WriteFileTool(workspace_dir=ws)
+    stop = threading.Event()
+
+    def swap():
+        while not stop.is_set():  # move the real folder away and put a link to the outside in its place
+            os.rename(ws, aside)
+            os.symlink(outside, ws)
+            os.unlink(ws)
+            os.rename(aside, ws)
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    escaped_reads = calls = 0
+    crashes: list[str] = []  # anything but a clear refusal or failure
+
+    def attempt(call) -> str:
+        try:
+            return _outcome(call)
+        except Exception as exc:  # noqa: BLE001 - counted, not hidden
+            crashes.append(repr(exc))
+            return ""
+
+    deadline = time.monotonic() + 2.5
+    try:
+        while time.monotonic() < deadline and calls < 4000:
+            calls += 1
+            escaped_reads += SECRET in attempt(lambda: read.run("data.txt"))
+            attempt(lambda: write.run({"path": f"new-{calls}.txt", "content": "x"}))
+    finally:
+        stop.set()
+        swapper.join(5)
+    escaped_writes = sorted(p.name for p in outside.iterdir() if p.name != "data.txt")
+    assert calls > 200  # the loop really ran
+    assert (escaped_reads, len(escaped_writes)) == (0, 0), f"{escaped_reads} reads and {len(escaped_writes)} " \
+                                                           f"writes of {calls} escaped"
+    assert crashes == []
+    assert (outside / "data.txt").read_text(encoding="utf-8") == SECRET
+    assert read.run("data.txt") == "INSIDE"  # the folder is back: the tools work again
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symbolic links")
+def test_a_replaced_workspace_folder_fails_clearly(tmp_path):
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data.txt").write_text(SECRET, encoding="utf-8")
+    read, write, listing = (ReadFileTool(workspace_dir=ws), WriteFileTool(workspace_dir=ws),
+                            ListDirTool(workspace_dir=ws))
+    write.run({"path": "data.txt", "content": "INSIDE"})
+    os.rename(ws, tmp_path / "moved")
+    os.symlink(outside, ws)
+    for call in (lambda: read.run("data.txt"), lambda: write.run({"path": "x.txt", "content": "x"}),
+                 lambda: listing.run("")):
+        out = _outcome(call)
+        assert out.startswith("refused: ") and "replaced or moved" in out and SECRET not in out, out
+    assert sorted(p.name for p in outside.iterdir()) == ["data.txt"]
+    os.unlink(ws)
+    os.rename(tmp_path / "moved", ws)
+    assert read.run("data.txt") == "INSIDE"
+
+
+def test_the_workspace_descriptor_is_closed_and_reopened(tmp_path):
+    read = ReadFileTool(workspace_dir=tmp_path / "ws")
+    (tmp_path / "ws" / "a.txt").write_text("a", encoding="utf-8")
+    assert read.run("a.txt") == "a"
+    read.close()
+    read.close()
+    assert read.run("a.txt") == "a"  # reopened lazily
+    read.close()

@@ -19,6 +19,13 @@ other hard link (a hard link may be another name of a file outside). Where
 ``dir_fd`` or ``O_NOFOLLOW`` is missing (Windows) the resolved path is opened
 directly.
 
+The workspace folder itself is opened once, with ``O_DIRECTORY|O_NOFOLLOW``,
+and every walk starts from (a duplicate of) that descriptor, so replacing the
+folder by a symbolic link cannot redirect a call; each call also compares the
+path's ``(st_dev, st_ino)`` with the folder's and fails ("the workspace folder
+was replaced or moved") when they differ. ``close()`` (and garbage collection)
+closes the descriptor; the next call reopens it and insists on the same folder.
+
 This confines the file tools, not the ``python`` or ``terminal`` tools, which
 can reach any file the application's user can.
 """
@@ -29,7 +36,9 @@ import errno
 import os
 import re
 import stat
+import threading
 import unicodedata
+import weakref
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -46,6 +55,9 @@ _SAFE_OPEN = bool(_O_NOFOLLOW and _O_DIRECTORY) and os.open in os.supports_dir_f
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _URI = re.compile(r"^(?:file:|[a-z][a-z0-9+.-]*://)", re.I)
 _HINT = "Use a path relative to the workspace, e.g. notes.txt or data/report.csv; list-dir shows what is there."
+_REPLACED = ("the workspace folder was replaced or moved (its path is now missing, a symbolic link or another "
+             "folder); the file tools keep to the folder they started with and never follow it elsewhere. Put the "
+             "workspace folder back, or start the app again with workspace_dir naming the folder to use.")
 
 
 class Workspace:
@@ -55,16 +67,69 @@ class Workspace:
         path = Path(root).expanduser()
         path.mkdir(parents=True, exist_ok=True)
         self.root = os.path.realpath(path)
+        self._lock = threading.Lock()
+        self._fd = -1
+        self._closer: weakref.finalize | None = None
+        self._identity: tuple[int, int] | None = None
+        with self._lock:
+            self._open_root()  # pinned now: later calls insist on this folder
+
+    # ---- the workspace folder ------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the workspace folder's descriptor; the next call reopens it (the same folder only)."""
+        with self._lock:
+            if self._closer is not None:
+                self._closer()
+            self._closer, self._fd = None, -1
+
+    def _open_root(self) -> None:
+        if not _SAFE_OPEN:
+            self._identity = self._identity or _identity_of(self.root)
+            return
+        try:
+            fd = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+        except OSError:  # missing, or a link (ELOOP) or file (ENOTDIR) in its place
+            raise ToolExecutionError(_REPLACED) from None
+        info = os.fstat(fd)
+        if self._identity is not None and (info.st_dev, info.st_ino) != self._identity:
+            os.close(fd)
+            raise ToolExecutionError(_REPLACED)
+        self._identity, self._fd = (info.st_dev, info.st_ino), fd
+        self._closer = weakref.finalize(self, os.close, fd)
+
+    def _root_fd(self) -> int:
+        """A new descriptor of the workspace folder (a duplicate of the pinned one); the caller closes it."""
+        with self._lock:
+            if self._fd < 0:
+                self._open_root()
+            fd = os.dup(self._fd)  # not inheritable
+        try:
+            self._check_root()
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _check_root(self) -> None:
+        """Fail clearly when the workspace path no longer names the pinned folder."""
+        if _identity_of(self.root) != self._identity:
+            raise ToolExecutionError(_REPLACED)
 
     # ---- checking and resolving ----------------------------------------------------
 
     def resolve(self, raw: str) -> tuple[str, list[str]]:
         """``(shown, parts)``: the path as shown to the model, and its real components below the root."""
         text = _clean(raw)
+        self._check_root()
         if not text:
             return ".", []
         candidate = text if os.path.isabs(text) else os.path.join(self.root, text)
-        real = os.path.realpath(candidate)
+        try:
+            real = os.path.realpath(candidate)
+        except OSError:  # a link vanished while it was read
+            raise ToolExecutionError("the workspace changed while the path was resolved (a folder or link was "
+                                     "moved); try again") from None
         if not self.contains(real):
             if os.path.isabs(text) and not self.contains(os.path.normpath(text)):
                 raise ToolInputError(f"'{raw}' is outside the workspace: the path must be relative to the "
@@ -84,8 +149,9 @@ class Workspace:
     # ---- opening -------------------------------------------------------------------------
 
     def open_dir(self, parts: list[str], *, create: bool = False) -> int:
-        """A file descriptor of the folder ``parts`` (created when ``create``); POSIX only."""
-        fd = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        """A file descriptor of the folder ``parts`` (created when ``create``), walked from the pinned
+        workspace descriptor without following links; POSIX only."""
+        fd = self._root_fd()
         for name in parts:
             fd = _enter(fd, name, create)  # closes the old fd, also when it fails
         return fd
@@ -95,6 +161,7 @@ class Workspace:
         if not parts:
             raise ToolInputError(f"'{shown}' is the workspace folder, not a file. {_HINT}")
         if not _SAFE_OPEN:
+            self._check_root()
             path = os.path.join(self.root, *parts)
             if write:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -114,6 +181,7 @@ class Workspace:
                 raise ToolExecutionError(f"there is no folder '{shown}' in the workspace. {_HINT}") from None
             target: int | str = fd
         else:
+            self._check_root()
             fd, target = -1, os.path.join(self.root, *parts)
             if not os.path.isdir(target):
                 raise ToolExecutionError(f"there is no folder '{shown}' in the workspace. {_HINT}")
@@ -123,6 +191,15 @@ class Workspace:
         finally:
             if fd >= 0:
                 os.close(fd)
+
+
+def _identity_of(path: str, *, follow: bool = False) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of ``path`` (a link itself unless ``follow``), or ``None`` when it is missing."""
+    try:
+        info = os.stat(path, follow_symlinks=follow)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
 
 
 def printable(name: str) -> str:

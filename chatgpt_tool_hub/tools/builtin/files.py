@@ -39,6 +39,10 @@ class _WorkspaceTool(Tool):
     def root(self) -> str:
         return self.workspace.root
 
+    def close(self) -> None:
+        """Close the workspace folder's descriptor; a later call reopens it."""
+        self.workspace.close()
+
     def _failed(self, exc: OSError, shown: str) -> ToolExecutionError:
         reason = exc.strerror or type(exc).__name__
         return ToolExecutionError(f"could not use '{shown}': {reason}")
