@@ -26,6 +26,16 @@ path's ``(st_dev, st_ino)`` with the folder's and fails ("the workspace folder
 was replaced or moved") when they differ. ``close()`` (and garbage collection)
 closes the descriptor; the next call reopens it and insists on the same folder.
 
+The app's configuration sources (``protected``: the ``config.json`` and
+``.env`` the app was configured from, see :func:`default_config_sources`) and,
+by name, ``.env`` and ``config.json`` at the workspace root (an app started in
+the workspace would read them) are neither read nor written: writing them
+would let a model plant settings (``MCP_SERVERS`` commands, a base URL that
+receives the API key) for the next app, and reading them puts the keys into the
+conversation. Names are compared case-folded and without trailing dots or
+spaces, in the folder identified by ``(st_dev, st_ino)``; an existing file is
+also compared by identity, which catches hard links and links to it.
+
 This confines the file tools, not the ``python`` or ``terminal`` tools, which
 can reach any file the application's user can.
 """
@@ -40,11 +50,12 @@ import threading
 import unicodedata
 import weakref
 from pathlib import Path
+from typing import Iterable, Mapping, NamedTuple
 from urllib.parse import unquote
 
 from ...errors import ToolExecutionError, ToolInputError
 
-__all__ = ["Workspace", "printable"]
+__all__ = ["Workspace", "default_config_sources", "printable", "CONFIG_NAMES"]
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -55,18 +66,47 @@ _SAFE_OPEN = bool(_O_NOFOLLOW and _O_DIRECTORY) and os.open in os.supports_dir_f
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _URI = re.compile(r"^(?:file:|[a-z][a-z0-9+.-]*://)", re.I)
 _HINT = "Use a path relative to the workspace, e.g. notes.txt or data/report.csv; list-dir shows what is there."
+# the files an app started in a folder reads its configuration from (apps/settings.py: load_settings)
+CONFIG_NAMES = ("config.json", ".env")
+_CONFIG_VARIABLES = ("CONFIG_PATH", "ENV_FILE")
 _REPLACED = ("the workspace folder was replaced or moved (its path is now missing, a symbolic link or another "
              "folder); the file tools keep to the folder they started with and never follow it elsewhere. Put the "
              "workspace folder back, or start the app again with workspace_dir naming the folder to use.")
 
 
+def default_config_sources(cwd: str | os.PathLike | None = None,
+                           environ: Mapping[str, str] | None = None) -> list[str]:
+    """The absolute paths an app started in ``cwd`` reads its configuration from by default.
+
+    ``cwd/config.json`` and ``cwd/.env`` (``cwd`` defaults to the current
+    folder), plus the ``CONFIG_PATH`` and ``ENV_FILE`` variables of ``environ``
+    (default ``os.environ``) where set - what ``apps.settings.load_settings``
+    reads when it gets no ``config_path`` / ``env_file`` keyword. The files
+    need not exist.
+    """
+    folder = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
+    environ = os.environ if environ is None else environ
+    paths = [os.path.join(folder, name) for name in CONFIG_NAMES]
+    paths += [os.path.abspath(environ[key]) for key in _CONFIG_VARIABLES if environ.get(key)]
+    return list(dict.fromkeys(paths))
+
+
+class _Guard(NamedTuple):
+    """The protected files as they are now: ``(dev, ino, folded name)`` of names, ``(dev, ino)`` of files."""
+
+    names: set[tuple[int, int, str]]
+    files: set[tuple[int, int]]
+
+
 class Workspace:
     """The folder the file tools may use, and safe ways to open paths inside it."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, protected: Iterable[str | os.PathLike] = ()):
         path = Path(root).expanduser()
         path.mkdir(parents=True, exist_ok=True)
         self.root = os.path.realpath(path)
+        # the app's configuration sources; .env and config.json at the root are added by name
+        self.protected = tuple(dict.fromkeys(os.path.abspath(os.fspath(p)) for p in protected))
         self._lock = threading.Lock()
         self._fd = -1
         self._closer: weakref.finalize | None = None
@@ -157,7 +197,9 @@ class Workspace:
         return fd
 
     def open_file(self, parts: list[str], shown: str, *, write: bool = False, append: bool = False) -> int:
-        """A file descriptor of the regular file ``parts``: read-only, or for writing (created, parents too)."""
+        """A file descriptor of the regular file ``parts``: read-only, or for writing (created, parents too).
+
+        The app's configuration files are refused (see the module's docstring)."""
         if not parts:
             raise ToolInputError(f"'{shown}' is the workspace folder, not a file. {_HINT}")
         if not _SAFE_OPEN:
@@ -165,12 +207,39 @@ class Workspace:
             path = os.path.join(self.root, *parts)
             if write:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-            return _open_regular(None, path, shown, write, append)
+            guard = self._guard()
+            if _folder_name(_identity_of(os.path.dirname(path)), parts[-1]) in guard.names:
+                raise _config_refusal(shown, write)
+            return _open_regular(None, path, shown, write, append, guard.files)
         parent = self.open_dir(parts[:-1], create=write)
         try:
-            return _open_regular(parent, parts[-1], shown, write, append)
+            guard = self._guard()
+            info = os.fstat(parent)
+            if _folder_name((info.st_dev, info.st_ino), parts[-1]) in guard.names:
+                raise _config_refusal(shown, write)
+            return _open_regular(parent, parts[-1], shown, write, append, guard.files)
         finally:
             os.close(parent)
+
+    def _guard(self) -> _Guard:
+        """Where the protected files are now: their folders (by identity) and names, and their identities."""
+        names = {_folder_name(self._identity, name) for name in CONFIG_NAMES} if self._identity else set()
+        files: set[tuple[int, int]] = set()
+        root_names = [os.path.join(self.root, name) for name in CONFIG_NAMES]
+        for path in (*self.protected, *root_names):
+            try:
+                real = os.path.realpath(path)  # a link named .env: its target is what the app reads
+            except OSError:
+                real = path
+            for candidate in dict.fromkeys((path, real)):
+                folder = _identity_of(os.path.dirname(candidate), follow=True)
+                if folder is not None:
+                    names.add(_folder_name(folder, os.path.basename(candidate)))
+            for follow in (False, True):
+                found = _identity_of(path, follow=follow)
+                if found is not None:
+                    files.add(found)
+        return _Guard(names, files)
 
     def entries(self, parts: list[str], shown: str) -> list[tuple[str, str, int]]:
         """``(name, kind, size)`` of what the folder ``parts`` holds; links are not followed."""
@@ -200,6 +269,26 @@ def _identity_of(path: str, *, follow: bool = False) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return info.st_dev, info.st_ino
+
+
+def _fold(name: str) -> str:
+    """``name`` as a case-insensitive file system (or Windows) compares it: ``.ENV``, ``.env.`` and ``.env`` are one."""
+    if os.name == "nt":
+        name = name.split(":", 1)[0]  # an NTFS stream (.env::$DATA) is the file itself
+    return unicodedata.normalize("NFC", name).rstrip(" .").casefold()
+
+
+def _folder_name(folder: tuple[int, int] | None, name: str) -> tuple[int, int, str]:
+    return (*(folder or (-1, -1)), _fold(name))
+
+
+def _config_refusal(shown: str, write: bool) -> ToolInputError:
+    why = ("the next app would run with whatever is written there" if write
+           else "it holds API keys, which must not reach the conversation")
+    fix = ("Write your data to another file, e.g. notes.txt; ask the user to change settings." if write
+           else "Ask the user for the setting you need instead.")
+    return ToolInputError(f"'{shown}' is one of the app's configuration files ({why}); the file tools may not "
+                          f"read or change the app's configuration. {fix}")
 
 
 def printable(name: str) -> str:
@@ -291,8 +380,9 @@ def _enter(fd: int, name: str, create: bool) -> int:
     return new
 
 
-def _open_regular(parent: int | None, name: str, shown: str, write: bool, append: bool) -> int:
-    """Open ``name`` (in ``parent``) only when it is, or becomes, a regular file."""
+def _open_regular(parent: int | None, name: str, shown: str, write: bool, append: bool,
+                  protected: set[tuple[int, int]]) -> int:
+    """Open ``name`` (in ``parent``) only when it is, or becomes, a regular file that is not ``protected``."""
     dir_fd = parent if _SAFE_OPEN else None
     try:
         before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -301,6 +391,8 @@ def _open_regular(parent: int | None, name: str, shown: str, write: bool, append
             raise ToolExecutionError(f"there is no file '{shown}' in the workspace. {_HINT}") from None
         before = None
     if before is not None:
+        if (before.st_dev, before.st_ino) in protected:  # a hard link to a configuration file
+            raise _config_refusal(shown, write)
         _check_kind(before, shown, write)
     flags = _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | getattr(os, "O_BINARY", 0)
     flags |= (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)) if write else os.O_RDONLY
@@ -309,6 +401,8 @@ def _open_regular(parent: int | None, name: str, shown: str, write: bool, append
         after = os.fstat(fd)
         if before is not None and (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
             raise ToolExecutionError(f"'{shown}' changed while it was opened; try again")
+        if (after.st_dev, after.st_ino) in protected:
+            raise _config_refusal(shown, write)
         _check_kind(after, shown, write)
         if write and not append:
             os.ftruncate(fd, 0)

@@ -3,7 +3,10 @@
 All three are confined to ``workspace_dir`` (default ``./workspace``, created
 when missing) by :class:`._workspace.Workspace`: relative paths, or absolute
 ones inside the workspace; no ``..``, ``~``, NUL bytes, percent-encoded
-traversal or symbolic links that lead outside; regular files only. Every
+traversal or symbolic links that lead outside; regular files only; never the
+app's configuration files (``protected_paths``, from the ``config_sources``
+keyword: they hold keys, and what is written there configures the next app),
+nor ``.env`` / ``config.json`` at the workspace root. Every
 refusal and failure is a ``ToolInputError`` / ``ToolExecutionError`` whose
 message tells the model what to do instead, so inside a run it becomes an
 observation and the run goes on.
@@ -16,12 +19,12 @@ from __future__ import annotations
 
 import codecs
 import os
-from typing import Any
+from typing import Any, Sequence
 
 from ...config import get_typed
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
-from ._workspace import Workspace, printable
+from ._workspace import Workspace, default_config_sources, printable
 
 __all__ = ["ReadFileTool", "WriteFileTool", "ListDirTool"]
 
@@ -30,10 +33,15 @@ _BINARY_SNIFF = 8192
 
 
 class _WorkspaceTool(Tool):
-    """A tool that works on files inside one workspace folder."""
+    """A tool that works on files inside one workspace folder.
 
-    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace"):
-        self.workspace = Workspace(workspace_dir)
+    ``protected_paths``: the absolute paths of the app's configuration sources
+    (they need not exist), which the tool refuses to read or write.
+    """
+
+    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace",
+                 protected_paths: Sequence[str | os.PathLike] = ()):
+        self.workspace = Workspace(workspace_dir, protected_paths)
 
     @property
     def root(self) -> str:
@@ -46,6 +54,16 @@ class _WorkspaceTool(Tool):
     def _failed(self, exc: OSError, shown: str) -> ToolExecutionError:
         reason = exc.strerror or type(exc).__name__
         return ToolExecutionError(f"could not use '{shown}': {reason}")
+
+
+def _config_sources(kwargs: dict[str, Any]) -> list[str | os.PathLike]:
+    """``config_sources`` from the keywords: a list of paths; unset means the defaults of the current folder."""
+    value = kwargs.get("config_sources")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return list(default_config_sources())
+    if isinstance(value, (str, os.PathLike)):
+        return [value]
+    return list(value)
 
 
 def _positive(key: str, value: int) -> int:
@@ -63,15 +81,18 @@ class ReadFileTool(_WorkspaceTool):
     parameters = {"type": "object", "properties": {"path": {"type": "string", "description": _PATH_HELP}},
                   "required": ["path"]}
 
-    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_bytes: int = 100_000):
-        super().__init__(workspace_dir=workspace_dir)
+    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_bytes: int = 100_000,
+                 protected_paths: Sequence[str | os.PathLike] = ()):
+        super().__init__(workspace_dir=workspace_dir, protected_paths=protected_paths)
         self.max_bytes = _positive("read_file_max_bytes", max_bytes)
 
     @classmethod
     def from_config(cls, **kwargs: Any) -> "ReadFileTool":
-        """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+        """Build from configuration kwargs (``config_sources``: the app's configuration files, default
+        ``./config.json`` and ``./.env``); unrelated keys and empty strings are ignored."""
         return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-                   max_bytes=get_typed(kwargs, "read_file_max_bytes", 100_000))
+                   max_bytes=get_typed(kwargs, "read_file_max_bytes", 100_000),
+                   protected_paths=_config_sources(kwargs))
 
     def _run(self, path: str) -> str:
         if not str(path).strip():
@@ -121,15 +142,18 @@ class WriteFileTool(_WorkspaceTool):
     }
     dangerous = True
 
-    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_bytes: int = 1_000_000):
-        super().__init__(workspace_dir=workspace_dir)
+    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_bytes: int = 1_000_000,
+                 protected_paths: Sequence[str | os.PathLike] = ()):
+        super().__init__(workspace_dir=workspace_dir, protected_paths=protected_paths)
         self.max_bytes = _positive("write_file_max_bytes", max_bytes)
 
     @classmethod
     def from_config(cls, **kwargs: Any) -> "WriteFileTool":
-        """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+        """Build from configuration kwargs (``config_sources``: the app's configuration files, default
+        ``./config.json`` and ``./.env``); unrelated keys and empty strings are ignored."""
         return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-                   max_bytes=get_typed(kwargs, "write_file_max_bytes", 1_000_000))
+                   max_bytes=get_typed(kwargs, "write_file_max_bytes", 1_000_000),
+                   protected_paths=_config_sources(kwargs))
 
     def _run(self, path: str, content: str, append: bool = False, **_ignored: Any) -> str:
         if not path.strip():
@@ -161,15 +185,18 @@ class ListDirTool(_WorkspaceTool):
                                           "workspace; empty for the workspace itself", "default": ""}},
                   "required": []}
 
-    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_entries: int = 200):
-        super().__init__(workspace_dir=workspace_dir)
+    def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", max_entries: int = 200,
+                 protected_paths: Sequence[str | os.PathLike] = ()):
+        super().__init__(workspace_dir=workspace_dir, protected_paths=protected_paths)
         self.max_entries = _positive("list_dir_max_entries", max_entries)
 
     @classmethod
     def from_config(cls, **kwargs: Any) -> "ListDirTool":
-        """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+        """Build from configuration kwargs (``config_sources``: the app's configuration files, default
+        ``./config.json`` and ``./.env``); unrelated keys and empty strings are ignored."""
         return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-                   max_entries=get_typed(kwargs, "list_dir_max_entries", 200))
+                   max_entries=get_typed(kwargs, "list_dir_max_entries", 200),
+                   protected_paths=_config_sources(kwargs))
 
     def _run(self, path: str = "") -> str:
         shown, parts = self.workspace.resolve(str(path))
