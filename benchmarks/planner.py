@@ -21,7 +21,8 @@ import statistics
 import threading
 import time
 
-from chatgpt_tool_hub.planner import Catalog, PlannerApp
+from chatgpt_tool_hub.apps import PlannerApp
+from chatgpt_tool_hub.planner import Catalog
 from chatgpt_tool_hub.planner.embedding import embedding_model_path
 from chatgpt_tool_hub.planner.execute import DagRun
 from chatgpt_tool_hub.planner.plan import validate_plan

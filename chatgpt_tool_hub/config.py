@@ -7,12 +7,16 @@ their types and defaults, and turns raw values into typed ones.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+from urllib.parse import urlsplit
 
 from .errors import ConfigError
 
-__all__ = ["Setting", "SETTINGS", "coerce", "coerce_as", "defaults", "get_typed", "is_secret_key", "DEFAULT_BASE_URL",
+__all__ = ["Setting", "SETTINGS", "Settings", "coerce", "coerce_as", "defaults", "get_typed", "is_secret_key",
+           "is_unset", "set_only", "tool_prefix", "secret_values", "url_password", "config_sources", "DEFAULT_BASE_URL",
            "TOOL_CALLING_MODES"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -87,6 +91,32 @@ def is_secret_key(key: str) -> bool:
     return any(h in low for h in _SECRET_HINTS)
 
 
+def url_password(value: str) -> str | None:
+    """The password inside a URL's user-info (``http://user:password@host``), or None."""
+    if "://" not in value or "@" not in value:
+        return None
+    try:
+        return urlsplit(value.strip()).password or None
+    except ValueError:
+        return None
+
+
+def secret_values(values: Mapping[str, Any]) -> list[str]:
+    """The values of secret settings, and passwords inside URL settings (a proxy, a base URL)."""
+    found = [v for k, v in values.items() if isinstance(v, str) and v.strip() and is_secret_key(str(k))]
+    found += [password for v in values.values() if isinstance(v, str) and (password := url_password(v))]
+    return found
+
+
+def config_sources(config_path: Any = None, env_file: Any = None, cwd: Any = None) -> tuple[str, ...]:
+    """The absolute paths an app's configuration is read from: ``config.json`` and ``.env``
+    (``config_path`` / ``env_file`` when given, else in ``cwd``). They may not exist."""
+    base = Path(cwd) if cwd else Path.cwd()
+    paths = (Path(config_path) if not is_unset(config_path) else base / "config.json",
+             Path(env_file) if not is_unset(env_file) else base / ".env")
+    return tuple(os.path.abspath(p.expanduser()) for p in paths)
+
+
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f", ""}
 
@@ -150,15 +180,79 @@ def defaults() -> dict[str, Any]:
     return {k: s.default for k, s in SETTINGS.items()}
 
 
-def get_typed(kwargs: Mapping[str, Any], key: str, default: Any) -> Any:
-    """Read a per-tool setting from ``kwargs``, typed like ``default``.
+def is_unset(value: Any) -> bool:
+    """``None`` and blank strings count as unset everywhere (chatbot plugins pass dozens of empty keys)."""
+    return value is None or (isinstance(value, str) and not value.strip())
 
-    Empty strings and ``None`` count as unset (chatbot plugins pass many empty
-    keys).
-    """
+
+def set_only(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` without the unset ones."""
+    return {k: v for k, v in values.items() if not is_unset(v)}
+
+
+def tool_prefix(name: str) -> str:
+    """The settings prefix of a tool: ``url-get`` -> ``url_get_``."""
+    return name.replace("-", "_").lower() + "_"
+
+
+def get_typed(kwargs: Mapping[str, Any], key: str, default: Any) -> Any:
+    """Read a per-tool setting from ``kwargs``, typed like ``default``; unset values give ``default``."""
     value = kwargs.get(key)
-    if value is None or (isinstance(value, str) and value.strip() == ""):
+    if is_unset(value):
         return default
     if default is None:
         return value
     return coerce_as(key, value, type(default))
+
+
+class Settings(Mapping[str, Any]):
+    """A read-only view of an app's settings, typed on read.
+
+    ``settings.get(key, default)`` returns the value typed like ``default``
+    (unset values give ``default``), ``settings[key]`` the value as resolved.
+    ``for_tool(name, keys)`` is the view a tool's factory gets: every setting
+    except the secret ones that do not belong to that tool (its own
+    ``<tool>_`` prefixed keys and the ``keys`` it declares), so a tool never
+    sees another tool's key or the LLM's key.
+    """
+
+    __slots__ = ("_values", "_hidden")
+
+    def __init__(self, values: Mapping[str, Any] = (), *, hidden: frozenset[str] = frozenset()):
+        self._values = dict(values)
+        self._hidden = frozenset(hidden)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._hidden:
+            raise KeyError(key)
+        return self._values[key]
+
+    def __iter__(self):
+        return (k for k in self._values if k not in self._hidden)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values and key not in self._hidden
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        if key in self._hidden:
+            return default
+        return get_typed(self._values, key, default)
+
+    def for_tool(self, name: str, keys: "Iterable[str]" = ()) -> "Settings":
+        allowed = {k.lower() for k in keys}
+        prefix = tool_prefix(name)
+        hidden = {k for k in self._values
+                  if is_secret_key(k) and k not in allowed and not k.startswith(prefix)}
+        # scoped from the app's whole table, so a subtree can build its own tools with their keys: this
+        # keeps factories from seeing keys by accident, it is no sandbox (tool code runs in the process)
+        return Settings(self._values, hidden=frozenset(hidden))
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The visible settings as a plain dict (for factories that take ``**kwargs``)."""
+        return {k: self._values[k] for k in self}
+
+    def __repr__(self) -> str:  # never the values: some are keys
+        return f"<Settings: {len(self)} keys>"

@@ -201,7 +201,7 @@ def test_garbage_and_empty_llm_responses_are_parse_failures_not_tracebacks(chat_
 def test_planner_app_type_builds_the_planner():
     import json as _json
 
-    from chatgpt_tool_hub.planner.app import PlannerApp
+    from chatgpt_tool_hub.apps import PlannerApp
     from chatgpt_tool_hub.tools import tool
 
     @tool(name="shout", description="Upper-case a text.")

@@ -446,7 +446,9 @@ def test_llm_settings_with_stray_whitespace_work(chat_server):
 
 
 def test_a_secret_pasted_with_a_newline_is_redacted_as_used(root_log):
-    pasted = "bing-key-pasted-with-newline-5566"  # used nowhere else: the redaction list is process-wide
-    AppFactory().create_app(tools_list=[], llm=ScriptedLLM([]), no_default=True, bing_subscription_key=pasted + "\n")
+    pasted = "bing-key-pasted-with-newline-5566"
+    app = AppFactory().create_app(tools_list=[], llm=ScriptedLLM([]), no_default=True,
+                                  bing_subscription_key=pasted + "\n")
     logging.getLogger("chatgpt_tool_hub.tools").warning("calling with %s", pasted)
     assert pasted not in root_log.getvalue()
+    assert app.context.redactor.secrets  # the app is alive while its secrets are redacted

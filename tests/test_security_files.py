@@ -316,14 +316,26 @@ def test_config_sources_kwarg_names_the_protected_files(tmp_path, monkeypatch):
         ReadFileTool(workspace_dir=ws, protected_paths=[custom]).run("settings/app.env")
 
 
-def test_default_config_sources_follow_the_settings_loader(tmp_path, monkeypatch):
-    from chatgpt_tool_hub.tools.builtin._workspace import default_config_sources
+def test_an_apps_protected_files_are_the_ones_its_settings_were_read_from(tmp_path, monkeypatch):
+    from chatgpt_tool_hub.apps import AppFactory
+    from chatgpt_tool_hub.config import config_sources
+    from chatgpt_tool_hub.testing import ScriptedLLM
 
-    assert default_config_sources(tmp_path, environ={}) == [str(tmp_path / "config.json"), str(tmp_path / ".env")]
+    assert config_sources(cwd=tmp_path) == (str(tmp_path / "config.json"), str(tmp_path / ".env"))
     monkeypatch.chdir(tmp_path)
     here = Path(os.getcwd())
-    assert default_config_sources(environ={"CONFIG_PATH": "conf/c.json", "ENV_FILE": str(here / "k.env")}) == [
-        str(here / "config.json"), str(here / ".env"), str(here / "conf" / "c.json"), str(here / "k.env")]
+    monkeypatch.setenv("CONFIG_PATH", "conf/c.json")
+    monkeypatch.setenv("ENV_FILE", str(here / "k.env"))
+    (here / "conf").mkdir()
+    (here / "conf" / "c.json").write_text("{}", encoding="utf-8")
+    app = AppFactory().create_app(tools_list=["write-file"], llm=ScriptedLLM([]), no_default=True,
+                                  workspace_dir=str(here))
+    assert app.context.config_sources == (str(here / "conf" / "c.json"), str(here / "k.env"))
+    write = next(t for t in app.tools if t.name == "write-file")
+    for name in ("conf/c.json", "k.env"):
+        with pytest.raises(ToolInputError, match="configuration"):
+            write.run({"path": name, "content": PLANTED})
+    assert (here / "conf" / "c.json").read_text(encoding="utf-8") == "{}" and not (here / "k.env").exists()
 
 
 def test_an_app_cannot_plant_its_own_configuration(tmp_path, monkeypatch):

@@ -11,7 +11,8 @@ from chatgpt_tool_hub.errors import UserError
 from chatgpt_tool_hub.events import ActionEvent, ObservationEvent
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.base import ToolContext
-from chatgpt_tool_hub.tools.subtree import SubtreeError, SubtreeTool, subtree_llm_from_config
+from chatgpt_tool_hub.tools.context import pure_context
+from chatgpt_tool_hub.tools.subtree import SubtreeError, SubtreeTool, subtree_llm
 from helpers import CountingTool, act, answer, echo
 
 
@@ -109,9 +110,9 @@ def test_register_subtree_builds_tools_by_name():
 
 
 def test_subtree_llm_from_prefixed_keys(chat_server):
-    assert subtree_llm_from_config("browser", {"model_name": "x", "browser_model_name": ""}) is None
-    llm = subtree_llm_from_config("browser", {"browser_llm_api_base_url": chat_server.url,
-                                              "browser_model_name": "small-model", "max_retries": 0})
+    assert subtree_llm("browser", pure_context({"model_name": "x", "browser_model_name": ""})) is None
+    llm = subtree_llm("browser", pure_context({"browser_llm_api_base_url": chat_server.url,
+                                               "browser_model_name": "small-model", "max_retries": 0}))
     assert llm.model_name == "small-model"
     chat_server.replies = [answer("from the browser model")]
     sub = SubtreeTool("browser", "b", [echo], llm=llm)

@@ -152,17 +152,19 @@ def test_url_input_goes_through_url_get(tmp_path, monkeypatch):
             return f"Page text of {text}: cats are great."
 
     def fake_build(name, **kwargs):
-        built.append((name, kwargs))
-        return FakeUrlGet()
+        getter = FakeUrlGet()
+        getter.use_summary = True
+        built.append((name, kwargs, getter))
+        return getter
 
     monkeypatch.setattr(main_tool_register, "build", fake_build)
     llm = ScriptedLLM(["Cats are great."])
     out = make(tmp_path, proxy="http://proxy:3128").run("https://example.com/cats", context=ToolContext(llm=llm))
     assert out == "Summary of https://example.com/cats:\nCats are great."
     assert "Page text of https://example.com/cats: cats are great." in user_prompt(llm.requests[0])
-    (name, kwargs), = built
-    assert name == "url-get" and kwargs["proxy"] == "http://proxy:3128"
-    assert kwargs["url_get_use_summary"] is False  # url-get must not call summary back
+    (name, kwargs, getter), = built
+    assert name == "url-get" and kwargs["context"].http.proxy == "http://proxy:3128"
+    assert getter.use_summary is False  # url-get must not call summary back
 
 
 def test_url_get_failures_become_observations(tmp_path, monkeypatch):

@@ -1,11 +1,27 @@
-"""Apps: ``AppFactory`` builds an ``App`` that answers questions with tools."""
+"""Apps: ``AppFactory`` builds an ``App`` (ReAct) or a ``PlannerApp`` (HuggingGPT mode) with one context each."""
 
 from typing import Any
 
 from .app import App
 from .factory import AppFactory
 
-__all__ = ["AppFactory", "App", "load_app"]
+__all__ = ["AppFactory", "App", "PlannerApp", "ConversationApp", "AppContext", "load_app"]
+
+
+def __getattr__(name: str) -> Any:  # the planner app and its pipeline load on first use
+    if name == "PlannerApp":
+        from .planner import PlannerApp
+
+        return PlannerApp
+    if name == "ConversationApp":
+        from .conversation import ConversationApp
+
+        return ConversationApp
+    if name == "AppContext":
+        from ..tools.context import AppContext
+
+        return AppContext
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_app(app_type: str = "victorinox", tools_list: Any = None, **kwargs: Any) -> App:

@@ -1,8 +1,10 @@
 """``AppFactory``: the composition root.
 
-It reads configuration (``apps.settings``), builds the LLM client and the
-tools, and hands them to an :class:`App`. Nothing below this layer reads files
-or the environment.
+It reads configuration (``apps.settings``), builds the app's context
+(``apps.context``: registry copy, model manager, redactor, workspace, typed
+settings), the LLM client and the tools, and hands them to an :class:`App`
+or a ``PlannerApp``. Nothing below this layer reads files or the environment,
+and nothing below it reaches for a process-wide object.
 """
 
 from __future__ import annotations
@@ -10,20 +12,24 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from ..config import is_secret_key
+from ..config import is_secret_key, secret_values, set_only
 from ..engine.loop import EngineSettings
 from ..errors import ConfigError
 from ..llm.base import LLM
 from ..llm.build import NO_LLM_HELP, build_llm
+from ..redact import Redactor
 from ..tools.base import Tool
+from ..tools.context import AppContext
 from ..tools.registry import ToolRegistry
 from .app import App
+from .context import build_context
 from .files import announce_file
-from .logs import configure_logging
+from .logs import configure_logging, guard_logs
 from .settings import ResolvedConfig, load_settings
 
 __all__ = ["AppFactory", "NO_LLM_HELP", "build_llm"]
@@ -41,6 +47,7 @@ class AppFactory:
     def __init__(self, registry: ToolRegistry | None = None):
         self._registry = registry
         self._env_kwargs: dict[str, Any] = {}
+        self._redactor = Redactor()
 
     def init_env(self, **kwargs: Any) -> "AppFactory":
         """Remember ``kwargs`` as defaults for ``create_app`` and set up logging.
@@ -48,9 +55,11 @@ class AppFactory:
         Empty strings and ``None`` count as unset here too: they never erase a
         value an earlier ``init_env`` call gave.
         """
-        self._env_kwargs.update(_set_only(kwargs))
+        self._env_kwargs.update(set_only(kwargs))
         debug = kwargs.get("debug")
-        configure_logging(str(debug).lower() in ("1", "true", "yes", "on"), _secret_values(kwargs))
+        self._redactor = Redactor(secret_values(kwargs))  # redacted from the package's logs while the factory lives
+        guard_logs(self._redactor)
+        configure_logging(str(debug).lower() in ("1", "true", "yes", "on"))
         return self
 
     @property
@@ -74,15 +83,17 @@ class AppFactory:
                               key="app_type")
         registry = self.registry.copy()
         # chatbots pass every key, most of them empty: an empty keyword never erases an init_env value
-        merged = {**self._env_kwargs, **_set_only(kwargs)}
+        merged = {**self._env_kwargs, **set_only(kwargs)}
         config = load_settings(merged, tool_prefixes=env_prefixes(registry))
-        configure_logging(bool(config["debug"]), _secret_values(config.values))
+        context = build_context(config, registry, llm=llm)
+        guard_logs(context.redactor)  # the app's keys never reach the package's logs
+        configure_logging(bool(config["debug"]))
         owned: list[Tool] = []
         try:
-            tools = self._build_tools(registry, tools_list, config, owned)
+            tools = self._build_tools(context, tools_list, config, owned)
             if llm is None:
                 llm = build_llm(config.values)
-            app = self._assemble(app_type, llm, tools, config, registry, approve, callbacks)
+            app = self._assemble(app_type, llm, tools, config, context, approve, callbacks)
         except BaseException:
             _close_tools(owned)  # e.g. MCP connections opened before a later tool failed
             raise
@@ -94,14 +105,16 @@ class AppFactory:
             log.debug("created %s with model %s", repr(app), str(getattr(llm, "model_name", type(llm).__name__)))
         return app
 
-    def _assemble(self, app_type: str, llm: LLM, tools: list[Tool], config: ResolvedConfig, registry: ToolRegistry,
+    def _assemble(self, app_type: str, llm: LLM, tools: list[Tool], config: ResolvedConfig, context: AppContext,
                   approve: Callable[[str, Any], bool] | None, callbacks: Sequence[Callable]) -> Any:
-        announcer = partial(announce_file, workspace=config.get("workspace_dir") or "./workspace")
+        announcer = partial(announce_file, workspace=context.workspace)
+        context = replace(context, llm=llm)
+        budget_limits = (config["max_llm_calls"], config["max_tool_calls"])
         if app_type == "planner":
-            from ..planner.app import PlannerApp
+            from .planner import PlannerApp
 
             return PlannerApp.from_config(llm, tools, config.values, callbacks=callbacks, approve=approve,
-                                          file_announcer=announcer)
+                                          file_announcer=announcer, context=context, budget_limits=budget_limits)
         settings = EngineSettings(
             think_depth=config["think_depth"],
             max_parse_retries=config["max_parse_retries"],
@@ -109,20 +122,14 @@ class AppFactory:
             prompt_language=config["prompt_language"],
             tool_calling=config["tool_calling"],
         )
-        values = config.values
-
-        def llm_builder(model_name: str) -> LLM:
-            return build_llm({**values, "model_name": model_name})
-
         return App(llm, tools, settings=settings, memory_max_tokens=config["memory_max_tokens"],
-                   approve=approve, callbacks=callbacks, llm_builder=llm_builder,
-                   config=shown_config(values), registry=registry,
-                   tool_config=values, budget_limits=(config["max_llm_calls"], config["max_tool_calls"]),
-                   file_announcer=announcer, secrets=_secret_values(values))
+                   approve=approve, callbacks=callbacks, context=context, config=shown_config(config.values),
+                   budget_limits=budget_limits, file_announcer=announcer)
 
-    def _build_tools(self, registry: ToolRegistry, tools_list: Sequence[str | Tool] | str | Tool | None,
+    def _build_tools(self, context: AppContext, tools_list: Sequence[str | Tool] | str | Tool | None,
                      config: ResolvedConfig, owned: list[Tool] | None = None) -> list[Tool]:
         """The app's tools; those built here for this app alone are appended to ``owned``."""
+        registry = context.registry
         owned = [] if owned is None else owned
         if isinstance(tools_list, str):  # "python" or "python, url-get": never a list of characters
             tools_list = [name.strip() for name in tools_list.split(",") if name.strip()]
@@ -150,7 +157,7 @@ class AppFactory:
             if resolved in built:  # listed twice (or a default tool listed again): build it once
                 continue
             built.add(resolved)
-            tool = registry.build(resolved, **config.values)
+            tool = registry.build(resolved, context=context)
             if not registry.builds_shared_instance(item):
                 owned.append(tool)
             tools.setdefault(tool.name, tool)
@@ -217,27 +224,6 @@ def env_prefixes(registry: ToolRegistry) -> list[str]:
     names = [name.replace("-", "_").lower() + "_" for name in registry.get_registered_tool_names()]
     keys = [key.lower() for entry in registry.entries() for key in entry.required_keys]
     return [*names, *_SHARED_PREFIXES, *keys]
-
-
-def _set_only(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` without empty strings and ``None`` (which count as unset)."""
-    return {k: v for k, v in kwargs.items() if v is not None and not (isinstance(v, str) and not v.strip())}
-
-
-def _secret_values(values: dict[str, Any]) -> list[str]:
-    secrets = [v for k, v in values.items() if isinstance(v, str) and v and is_secret_key(k)]
-    # a proxy or base URL may carry a password: http://user:password@host
-    secrets += [password for v in values.values() if isinstance(v, str) and (password := _url_password(v))]
-    return secrets
-
-
-def _url_password(value: str) -> str | None:
-    if "://" not in value or "@" not in value:
-        return None
-    try:
-        return urlsplit(value.strip()).password or None
-    except ValueError:
-        return None
 
 
 def _without_credentials(value: Any) -> Any:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..config import SETTINGS, coerce, defaults
+from ..config import SETTINGS, coerce, config_sources, defaults, is_unset
 from ..errors import ConfigError
 
 __all__ = ["ResolvedConfig", "load_settings", "read_config_json", "read_env_file"]
@@ -27,6 +27,7 @@ class ResolvedConfig:
     values: dict[str, Any]
     tools: list[str] | None = None           # "tools" from config.json, when present
     sources: dict[str, str] = field(default_factory=dict)  # key -> where its value came from
+    config_sources: tuple[str, ...] = ()  # the config.json and .env paths read (or that would be read)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -69,10 +70,6 @@ def read_env_file(path: Path) -> dict[str, str]:
     return {k: v for k, v in dotenv_values(path).items() if v is not None}
 
 
-def _is_set(value: Any) -> bool:
-    return value is not None and not (isinstance(value, str) and value.strip() == "")
-
-
 def load_settings(kwargs: Mapping[str, Any], *, environ: Mapping[str, str] | None = None,
                   tool_prefixes: Iterable[str] = (), cwd: Path | None = None) -> ResolvedConfig:
     """Merge every source into typed values.
@@ -88,7 +85,7 @@ def load_settings(kwargs: Mapping[str, Any], *, environ: Mapping[str, str] | Non
 
     def layer(items: Mapping[str, Any], source: str) -> None:
         for key, value in items.items():
-            if _is_set(value):
+            if not is_unset(value):
                 values[key] = value
                 sources[key] = source
 
@@ -115,7 +112,7 @@ def load_settings(kwargs: Mapping[str, Any], *, environ: Mapping[str, str] | Non
         except ConfigError as exc:  # say where the bad value is, so it can be found and fixed
             raise ConfigError(f"{exc} (the value came from {_describe_source(sources.get(key, 'default'))})",
                               key=exc.key) from None
-    return ResolvedConfig(typed, tools, sources)
+    return ResolvedConfig(typed, tools, sources, config_sources(path, env_path))
 
 
 def _describe_source(source: str) -> str:
@@ -130,7 +127,7 @@ def _from_environ(environ: Mapping[str, str], prefixes: tuple[str, ...], known: 
     found: dict[str, str] = {}
     for key, setting in SETTINGS.items():
         for name in reversed(setting.env_names):  # the table's own name wins over aliases
-            if _is_set(environ.get(name)):
+            if not is_unset(environ.get(name)):
                 found[key] = environ[name]
     if prefixes or known:
         for name, value in environ.items():

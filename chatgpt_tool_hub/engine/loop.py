@@ -6,7 +6,8 @@ small method. The engine is re-entrant: all per-run state is in ``RunState``.
 
 With ``tool_calling="native"`` the LLM gets the tools as function schemas and
 answers with tool calls (see :mod:`.native`); each call is dispatched exactly
-like a text-protocol action.
+like a text-protocol action, through :func:`.dispatch.dispatch`, the one place
+that resolves, approves, charges, runs, redacts, strips and truncates.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ import datetime as _dt
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
+from typing import Any, Callable, Generator, Iterable, Sequence
 
-from ..errors import ModelFeedbackError, OutputParserError, UserError
-from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
+from ..errors import OutputParserError, UserError
+from ..events import AnswerEvent, ErrorEvent, Event, ThoughtEvent, TokenEvent
 from ..llm.base import LLM, LLMResponse, Message, StreamChunk, ToolCall, call_llm, collect_stream, stream_llm
-from ..llm.stops import cut_at_stop
-from ..textutil import strip_control
-from ..tools.base import Tool, ToolContext, render_output
+from ..llm.stops import StopCutter, cut_at_stop
+from ..redact import Redactor
+from ..tools.base import Tool, ToolContext
 from . import native
 from .budget import Budget, BudgetExceeded
+from .dispatch import dispatch, resolve_tool, truncate_observation
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts
 from .steps import ParseFailureStep, RunResult, RunState, ToolStep
@@ -53,14 +55,15 @@ class Engine:
 
     def __init__(self, llm: LLM, tools: Iterable[Tool] = (), settings: EngineSettings | None = None, *,
                  approve: Approver | None = None, budget: Budget | None = None,
-                 secrets: Sequence[str] = ()):
+                 redactor: Redactor | None = None, secrets: Sequence[str] = ()):
         self.llm = llm
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         self.settings = settings or EngineSettings()
         self.approve = approve
         self.budget = budget
         # configured keys: replaced by *** in observations, which go to the LLM and into RunResult
-        self.secrets = sorted({s for s in secrets if isinstance(s, str) and len(s) >= 4}, key=len, reverse=True)
+        self.redactor = redactor.with_secrets(secrets) if redactor is not None and secrets else (
+            redactor if redactor is not None else Redactor(secrets))
         mode = (self.settings.tool_calling or "text").strip().lower()
         if mode not in ("text", "native"):
             raise UserError(f"tool_calling must be 'text' or 'native', not {self.settings.tool_calling!r}")
@@ -123,7 +126,7 @@ class Engine:
         started = time.perf_counter()
         if stream:  # stop sequences are applied here too: a server may ignore them or split one over chunks
             chunks: list[StreamChunk] = []
-            stops = _StopFilter(STOP_SEQUENCES)
+            stops = StopCutter(STOP_SEQUENCES)
             for chunk in stream_llm(self.llm, state.messages, STOP_SEQUENCES, tools):
                 text = stops.feed(chunk.text or "")
                 chunks.append(StreamChunk(text, chunk.finish_reason, chunk.usage, list(chunk.tool_calls or ())))
@@ -154,53 +157,20 @@ class Engine:
 
     def _act(self, state: RunState, action: Action, call_id: str | None = None) -> Generator[Event, None, None]:
         """Run one action; its observation goes back as a ``tool`` message when it answers a native call."""
-        depth = self.settings.depth
-        yield ActionEvent(action.tool, action.tool_input, depth)
-        started = time.perf_counter()
-        observation, status, tool_name = self._dispatch(state, action, native_call=call_id is not None)
-        yield from state.drain_nested()
-        observation = truncate_observation(strip_control(self._redact(observation)),
-                                           self.settings.observation_max_chars)
-        step = ToolStep(tool_name, action.tool_input, observation, action.thought, action.log or "",
-                        status, time.perf_counter() - started, call_id)
+        context = ToolContext(session_id=state.session_id, depth=self.settings.depth, budget=self.budget,
+                              llm=self.llm, emit=state.emit, approve=self.approve, usage=state.usage,
+                              redactor=self.redactor)
+        outcome = yield from dispatch(self.tools, action.tool, action.tool_input, context,
+                                      prompts=self._prompts(state), max_chars=self.settings.observation_max_chars,
+                                      native=call_id is not None, nested=state.drain_nested)
+        step = ToolStep(outcome.tool, action.tool_input, outcome.observation, action.thought, action.log or "",
+                        outcome.status, outcome.seconds, call_id)
         state.steps.append(step)
         if call_id is None:
-            message = self._prompts(state).render("observation", observation=observation)
+            message = self._prompts(state).render("observation", observation=outcome.observation)
             state.messages.extend(step.render(message))
         else:
-            state.messages.append(native.tool_message(call_id, observation))
-        yield ObservationEvent(tool_name, observation, depth)
-
-    def _dispatch(self, state: RunState, action: Action, native_call: bool = False) -> tuple[str, str, str]:
-        """Run the tool; every failure becomes an observation (status, text)."""
-        prompts = self._prompts(state)
-        tool = self._resolve(action.tool)
-        if tool is None:
-            names = ", ".join(self.tools) or "(none)"
-            section = "unknown_tool_native" if native_call else "unknown_tool"
-            return prompts.render(section, tool=action.tool, tool_names=names), "unknown_tool", action.tool
-        if self.budget is not None:
-            self.budget.charge_tool()
-        if tool.dangerous and self.approve is not None and not self._approved(tool, action.tool_input):
-            return prompts.render("denied", tool=tool.name), "denied", tool.name
-        context = ToolContext(session_id=state.session_id, depth=self.settings.depth, budget=self.budget,
-                              llm=self.llm, emit=state.emit, approve=self.approve, usage=state.usage)
-        try:
-            result = tool.run(action.tool_input, context)
-        except ModelFeedbackError as exc:  # bad input or a failure the tool explained
-            return f"Error: {exc}", "error", tool.name
-        except (Exception, SystemExit) as exc:  # a tool bug (even sys.exit) must not end the run
-            log.debug("tool %s raised", tool.name, exc_info=True)
-            error = f"{type(exc).__name__}: {exc}"
-            return prompts.render("tool_error", tool=tool.name, error=error), "error", tool.name
-        return (result if isinstance(result, str) else render_output(result)), "ok", tool.name  # run() overridden
-
-    def _approved(self, tool: Tool, tool_input: Any) -> bool:
-        try:
-            return bool(self.approve(tool.name, tool_input))
-        except Exception:
-            log.warning("the approval callback raised; treating it as a refusal", exc_info=True)
-            return False
+            state.messages.append(native.tool_message(call_id, outcome.observation))
 
     def _finish_at_depth(self, state: RunState, pending_output: str | None, stream: bool) -> RunGen:
         """One last LLM call, without tools, for the final answer (``pending_output``: the reply whose
@@ -252,7 +222,7 @@ class Engine:
 
     def _action_of(self, call: ToolCall, thought: str) -> Action:
         name = self._sent_names.get(call.name, call.name)
-        tool_input = native.tool_input(call, self._resolve(name))
+        tool_input = native.tool_input(call, resolve_tool(self.tools, name))
         return Action(name, tool_input, thought=thought, log=native.describe(call, thought))
 
     def _decide(self, state: RunState, text: str) -> Action | Finish:
@@ -262,20 +232,6 @@ class Engine:
         return native.decide(text, list(self.tools), self._prompts(state).render("empty_native"))
 
     # ---- helpers -----------------------------------------------------------------
-
-    def _redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _resolve(self, name: str) -> Tool | None:
-        if name in self.tools:
-            return self.tools[name]
-        low = name.strip().lower()
-        for known, tool in self.tools.items():
-            if known.lower() == low:
-                return tool
-        return None
 
     def _prompts(self, state: RunState) -> PromptSet:
         return load_prompts(state.language)
@@ -303,38 +259,3 @@ def _args_hint(tool: Tool) -> str:
     if tool.parameters is None or tool.single_parameter:
         return ""
     return f" Input: a JSON object like {tool.example_input()}"
-
-
-class _StopFilter:
-    """Cuts a stream of text at the first stop sequence, holding back only a tail that could start one."""
-
-    def __init__(self, stops: Sequence[str]):
-        self.stops = [s for s in stops if s]
-        self.buffer, self.stopped = "", False
-
-    def feed(self, piece: str) -> str:
-        if self.stopped or not piece:
-            return ""
-        self.buffer += piece
-        text, self.stopped = cut_at_stop(self.buffer, self.stops)
-        if self.stopped:
-            self.buffer = ""
-            return text
-        keep = max((k for s in self.stops for k in range(1, len(s)) if self.buffer.endswith(s[:k])), default=0)
-        out, self.buffer = self.buffer[: len(self.buffer) - keep], self.buffer[len(self.buffer) - keep :]
-        return out
-
-    def flush(self) -> str:
-        out, self.buffer = ("" if self.stopped else self.buffer), ""
-        return out
-
-
-def truncate_observation(text: str, limit: int) -> str:
-    """Keep head and tail of a long observation with a marker in between."""
-    text = text if isinstance(text, str) else str(text)
-    if limit <= 0 or len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    omitted = len(text) - head - tail
-    return f"{text[:head]}\n... [{omitted} characters omitted] ...\n{text[-tail:]}"

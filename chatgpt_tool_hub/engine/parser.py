@@ -35,6 +35,7 @@ from itertools import islice
 from typing import Sequence
 
 from chatgpt_tool_hub.errors import OutputParserError
+from chatgpt_tool_hub.jsontext import loads_lenient, scan_bracketed
 
 __all__ = ["Action", "Finish", "parse_output", "FINAL_PREFIXES", "FINISH_TOOL_NAMES"]
 
@@ -86,7 +87,6 @@ _FENCE_RE = re.compile(r"^[ \t]*```(?P<tag>[^\n`]*)$", re.MULTILINE)
 _THINK_RE = re.compile(r"<(/?)think(?:ing)?>", re.IGNORECASE)
 _NEED_TOOL_RE = re.compile(r"do i need to use a tool\s*\?\s*(yes|no)\b", re.IGNORECASE)
 _JSON_START_RE = re.compile(r"^[ \t]*\{", re.MULTILINE)
-_OBJECT_TOKEN_RE = re.compile(r"[{}\[\]\"'\\]")
 _SEPARATORS_RE = re.compile(r"[\s_-]+")
 _WRAPPER_TAGS = {"", "text", "txt", "markdown", "md", "plaintext"}
 _NO_TOOL = {"", "none", "n/a", "na", "null", "nil", "no", "nothing", "no tool", "-"}
@@ -395,41 +395,12 @@ def _find_json_action(text: str, stop: int) -> tuple[int, int, dict] | None:
 
 def _scan_object(text: str, start: int) -> tuple[str, int]:
     """Find the end of the bracketed object at ``text[start]``: ok | open | deep | bad | long."""
-    stack: list[str] = []
-    quote, skip_to = "", -1
-    limit = min(len(text), start + _MAX_OBJECT)
-    for m in _OBJECT_TOKEN_RE.finditer(text, start, limit):
-        i, c = m.start(), m.group()
-        if i < skip_to:
-            continue
-        if quote:
-            if c == "\\":
-                skip_to = i + 2
-            elif c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c in "{[":
-            stack.append("}" if c == "{" else "]")
-            if len(stack) > _MAX_DEPTH:
-                return "deep", i
-        elif c in "}]":
-            if not stack or stack.pop() != c:
-                return "bad", i
-            if not stack:
-                return "ok", i + 1
-    return ("open" if limit == len(text) else "long"), limit
+    return scan_bracketed(text, start, max_chars=_MAX_OBJECT, max_depth=_MAX_DEPTH)
 
 
 def _load_object(s: str) -> dict | None:
-    """json.loads, then ast.literal_eval (bounded; never eval); a dict or None."""
-    try:
-        obj = json.loads(s, strict=False)
-    except (ValueError, RecursionError, MemoryError):
-        try:
-            obj = ast.literal_eval(s) if len(s) <= _MAX_LITERAL else None
-        except _LITERAL_ERRORS:
-            obj = None
+    """The object ``s`` holds (JSON, repaired JSON or a bounded Python literal; never eval), or None."""
+    obj = loads_lenient(s, max_literal=_MAX_LITERAL)
     return obj if isinstance(obj, dict) else None
 
 

@@ -2,8 +2,9 @@
 
 Importing this package is light: no torch, transformers or PIL is imported
 until a tool is first called. ``EXPERT_TOOLS`` maps each tool name to the
-module and class that implement it (every class has ``from_config(**kwargs)``
-accepting any extra keys); none of them is a default tool.
+module and class that implement it (every class is built by
+``from_context(context)`` for an app, or ``from_config(**kwargs)`` alone); none
+of them is a default tool.
 
 * ``experts.base.ExpertTool`` — the base class (its docstring says how to add a tool)
 * ``experts.manager.ModelManager`` / ``default_manager()`` — lazy loads, warm models, LRU budget
@@ -58,10 +59,10 @@ def expert_factory(name: str) -> Callable[..., Any]:
     """A registry factory for ``name`` that imports its module only when the tool is built."""
     module, cls = EXPERT_TOOLS[name]
 
-    def build(**kwargs: Any) -> Any:
-        return getattr(import_module(module), cls).from_config(**kwargs)
+    def build(context: Any) -> Any:
+        return getattr(import_module(module), cls).from_context(context)
 
-    build.__qualname__ = f"{cls}.from_config"
+    build.__qualname__ = f"{cls}.from_context"
     return build
 
 
@@ -69,4 +70,5 @@ def register_expert_tools(registry: Any) -> None:
     """Register every expert tool (non-default) in a ``ToolRegistry``."""
     for name in EXPERT_TOOLS:
         registry.register_tool(name, expert_factory(name), [], default=False,
-                               description=EXPERT_DESCRIPTIONS.get(name, ""))
+                               description=EXPERT_DESCRIPTIONS.get(name, ""), takes_context=True,
+                               secret_keys=["hf_token"])

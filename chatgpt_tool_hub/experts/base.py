@@ -40,8 +40,10 @@ tool is built: the model is loaded through the ``ModelManager`` on first call.
 ``tool.with_model(model_id)`` is a copy of the tool for another hub id or folder
 (same settings and manager), which the planner uses to run a chosen model;
 ``tool.fixed_model`` says why it must not (an endpoint, or ``<tool>_model`` set).
-Models are shared by the whole process, so ``close()`` leaves them warm;
-``tool.unload()`` evicts one, ``default_manager().clear()`` all of them.
+Each app has its own ``ModelManager`` (its own budget; ``context.models``):
+the app's tools share it and ``close()`` leaves models warm; ``tool.unload()``
+evicts one, ``tool.manager.clear()`` all of that app's. A tool built alone
+(``from_config``) uses the process-wide ``default_manager()``.
 Every failure inside a call becomes a ``ToolExecutionError`` (an observation).
 """
 
@@ -53,12 +55,11 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from ..config import coerce_as, get_typed
 from ..errors import ConfigError, ModelFeedbackError, ToolExecutionError, UserError
 from ..tools.base import Tool
 from . import files
 from .devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool_key
-from .manager import ModelManager, default_manager
+from .manager import ModelManager, configured_budget, default_manager
 from .remote import RemoteEndpoint
 
 __all__ = ["ExpertTool", "open_image", "image_base64", "decode_image"]
@@ -137,25 +138,25 @@ class ExpertTool(Tool):
         return None
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "ExpertTool":
-        """Build from configuration kwargs; unrelated keys and empty strings are ignored. Loads nothing."""
+    def from_context(cls, context: Any) -> "ExpertTool":
+        """Build for an app: the app's model manager (its own memory budget), its workspace and settings.
+        Loads nothing. Alone (``from_config(**kwargs)``), the process-wide manager is used."""
         prefix = tool_key(cls.name)
-        manager = default_manager()
-        budget = get_typed(kwargs, "expert_memory_budget_mb", None)
-        if budget is not None:
-            budget = coerce_as("expert_memory_budget_mb", budget, float)
-            if budget < 0:
-                raise ConfigError("setting 'expert_memory_budget_mb' must be >= 0 (0 = unlimited)",
-                                  key="expert_memory_budget_mb")
-            manager.memory_budget_mb = budget
+        settings = context.settings
+        manager = context.models
+        if manager is None:  # pure mode: one tool alone shares the process-wide manager
+            manager = default_manager()
+            budget = configured_budget(settings)
+            if budget is not None:
+                manager.memory_budget_mb = budget
         return cls(
-            model=get_typed(kwargs, f"{prefix}_model", None),
-            device=plan_device(cls.name, kwargs, half_precision=cls.half_precision),
-            endpoint=get_typed(kwargs, f"{prefix}_endpoint", None),
-            hf_token=get_typed(kwargs, "hf_token", None),
-            workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-            options={k: get_typed(kwargs, f"{prefix}_{k}", v) for k, v in cls.options.items()},
-            proxy=get_typed(kwargs, "proxy", None),
+            model=settings.get(f"{prefix}_model"),
+            device=plan_device(cls.name, settings, half_precision=cls.half_precision),
+            endpoint=settings.get(f"{prefix}_endpoint"),
+            hf_token=settings.get("hf_token"),
+            workspace_dir=context.workspace,
+            options={k: settings.get(f"{prefix}_{k}", v) for k, v in cls.options.items()},
+            proxy=context.http.proxy,
             manager=manager,
         )
 

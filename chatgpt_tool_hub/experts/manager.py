@@ -1,8 +1,10 @@
 """``ModelManager``: one load per model per process, kept warm, LRU-evicted under a budget.
 
-``default_manager()`` is the process-wide instance the expert tools share (a
-model is loaded once per process, whichever tool asks); tests and embedders
-can make their own ``ModelManager()``.
+Every app has its own manager (``manager_for(settings)``, built by the app
+factory into the app's context): its budget and its warm models belong to that
+app, and two apps never change each other's. ``default_manager()`` is the
+process-wide instance that tools built alone (pure mode) share; tests and
+embedders can make their own ``ModelManager()``.
 
 ``get(key, loader, device=...)`` returns the cached model for ``key`` or calls
 ``loader()`` exactly once, also when many threads ask at the same moment (a
@@ -31,9 +33,12 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Mapping
 
-__all__ = ["ModelManager", "default_manager", "model_bytes"]
+from ..config import coerce_as, get_typed
+from ..errors import ConfigError
+
+__all__ = ["ModelManager", "default_manager", "model_bytes", "manager_for", "configured_budget"]
 
 log = logging.getLogger("chatgpt_tool_hub.experts")
 _MB = 1024 * 1024
@@ -255,6 +260,23 @@ def _describe(key: Hashable) -> str:
     if isinstance(key, tuple) and key:
         return " ".join(str(part) for part in key if part)
     return str(key)
+
+
+def configured_budget(settings: Mapping[str, Any]) -> float | None:
+    """``expert_memory_budget_mb`` as MB (0: no limit), or None when it is not set."""
+    budget = get_typed(settings, "expert_memory_budget_mb", None)
+    if budget is None:
+        return None
+    budget = coerce_as("expert_memory_budget_mb", budget, float)
+    if budget < 0:
+        raise ConfigError("setting 'expert_memory_budget_mb' must be >= 0 (0 = unlimited)",
+                          key="expert_memory_budget_mb")
+    return budget
+
+
+def manager_for(settings: Mapping[str, Any]) -> "ModelManager":
+    """A new manager for one app, with the app's ``expert_memory_budget_mb``."""
+    return ModelManager(configured_budget(settings) or 0)
 
 
 _default: ModelManager | None = None

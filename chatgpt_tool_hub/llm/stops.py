@@ -32,14 +32,15 @@ def cut_at_stop(text: str, stop: Sequence[str] | str | None) -> tuple[str, bool]
 class StopCutter:
     """Applies stop strings to a stream of text pieces.
 
-    ``feed(piece)`` returns the text that is safe to emit now (it holds back a
-    tail that could be the start of a stop string); ``stopped`` turns True once
-    a stop string was seen; ``flush()`` returns what is held back at the end.
+    ``feed(piece)`` returns the text that is safe to emit now: it holds back
+    only a tail that could be the start of a stop string (``"\nObs"`` while
+    ``"\nObservation:"`` is a stop), so ordinary text streams without delay;
+    ``stopped`` turns True once a stop string was seen; ``flush()`` returns
+    what is held back at the end.
     """
 
     def __init__(self, stop: Sequence[str] | str | None) -> None:
         self.stop = clean_stop(stop)
-        self._hold = max((len(s) for s in self.stop), default=1) - 1
         self._buffer = ""
         self.stopped = False
 
@@ -54,10 +55,9 @@ class StopCutter:
             self.stopped = True
             self._buffer = ""
             return text
-        if self._hold <= 0:
-            out, self._buffer = self._buffer, ""
-            return out
-        out, self._buffer = self._buffer[: -self._hold], self._buffer[-self._hold:]
+        keep = max((k for s in self.stop for k in range(1, len(s)) if self._buffer.endswith(s[:k])), default=0)
+        cut = len(self._buffer) - keep
+        out, self._buffer = self._buffer[:cut], self._buffer[cut:]
         return out
 
     def flush(self) -> str:

@@ -1,18 +1,22 @@
-"""HuggingGPT mode: plan a task DAG, select models, run it in parallel, answer.
+"""HuggingGPT mode's pipeline: plan a task DAG, select models, run it in parallel, answer.
 
-``PlannerApp`` offers the ReAct ``App``'s ask / run / stream / aask / reset
-API. Nothing here imports torch; the ``"embedding"`` selection mode loads its
-model on first use (``pip install "chatgpt-tool-hub[planner]"``).
+The app that drives it is ``chatgpt_tool_hub.apps.PlannerApp``
+(``create_app(app_type="planner")``), with the ReAct ``App``'s ask / run /
+stream / aask / reset API. Nothing here imports torch; the ``"embedding"``
+selection mode loads its model on first use (``pip install
+"chatgpt-tool-hub[planner]"``).
 """
 
-from .app import PlannerApp
+import importlib
+import warnings
+from typing import Any
+
 from .catalog import Catalog, ModelInfo, load_catalog
 from .events import PlanEvent, SelectionEvent, TaskEndEvent, TaskStartEvent
 from .plan import PlanError, Task, parse_plan, validate_plan
 from .results import Assignment, PlanResult, TaskResult
 
 __all__ = [
-    "PlannerApp",
     "PlanResult",
     "TaskResult",
     "Assignment",
@@ -28,3 +32,11 @@ __all__ = [
     "TaskStartEvent",
     "TaskEndEvent",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PlannerApp":  # it lives with the other apps now
+        warnings.warn("chatgpt_tool_hub.planner.PlannerApp moved to chatgpt_tool_hub.apps.PlannerApp",
+                      DeprecationWarning, stacklevel=2)
+        return importlib.import_module("chatgpt_tool_hub.apps.planner").PlannerApp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,11 +21,13 @@ import threading
 import time
 from collections import deque
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from ..errors import ModelFeedbackError
+from ..config import SETTINGS
+from ..engine.dispatch import clean_observation, dispatch, run_call
+from ..engine.prompts import PromptSet, load_prompts
 from ..events import Event
-from ..tools.base import Tool, ToolContext, render_output
+from ..tools.base import Tool, ToolContext
 from .binding import FILE_KINDS, UnresolvedPlaceholder, locate, resource_value, substitute, tool_input, workspace_roots
 from .catalog import supports_model_selection
 from .events import TaskEndEvent, TaskStartEvent
@@ -37,24 +39,25 @@ __all__ = ["DagRun"]
 
 log = logging.getLogger("chatgpt_tool_hub.planner")
 _DONE = object()
-Approver = Callable[[str, Any], bool]
 
 
 class DagRun:
     """One execution of a validated plan. ``start()``, then read ``events()`` until it ends."""
 
     def __init__(self, tasks: Sequence[Task], tools: Mapping[str, Tool], *,
-                 assignments: Mapping[int, Assignment] | None = None, max_workers: int = 4,
-                 timeout: float | None = None, context: ToolContext | None = None, approve: Approver | None = None,
-                 pool: DaemonPool | None = None):
+                 assignments: Mapping[int, Assignment] | None = None,
+                 max_workers: int = SETTINGS["planner_max_workers"].default,
+                 timeout: float | None = None, context: ToolContext | None = None, pool: DaemonPool | None = None,
+                 prompts: PromptSet | None = None):
         self.tasks = {t.id: t for t in tasks}
         self.tools = dict(tools)
         self.assignments = dict(assignments or {})
         self.max_workers = max(1, int(max_workers))
         self.timeout = timeout if timeout and timeout > 0 else None
-        # nested engines (subtree tools) report into this run's event stream
+        # nested engines (subtree tools) report into this run's event stream; approver, budget and
+        # redactor travel in the context to the one dispatch function
         self.context = replace(context or ToolContext(), emit=(context.emit if context and context.emit else self.post))
-        self.approve = approve
+        self.prompts = prompts or load_prompts("en")
         self.results: dict[int, TaskResult] = {
             t.id: TaskResult(t.id, t.task, model=self._model(t.id)) for t in tasks}
         self._children: dict[int, list[int]] = {i: [] for i in self.tasks}
@@ -245,22 +248,27 @@ class DagRun:
                 if result.status != "running":
                     return
                 result.args = args
-                self._queue.put(TaskStartEvent(task.task, given, task_id=task_id, model=model,
-                                               started=result.started or 0.0))
-            if tool.dangerous and self.approve is not None and not _approved(self.approve, tool.name, given):
-                raise _Denied(f"the user did not approve running {tool.name!r}")
-            output = tool.run(given, self.context)
-            if not isinstance(output, str):  # a tool that overrides run() and breaks its contract
-                output = render_output(output)
+                started = result.started or 0.0
+
+            def start(name: str, shown: Any, depth: int) -> Event:
+                return TaskStartEvent(name, shown, depth, task_id=task_id, model=model, started=started)
+
+            calls = dispatch({task.task: tool}, task.task, given, self.context, prompts=self.prompts,
+                             max_chars=0, start=start, end=None)
+            outcome = run_call(calls, self.post)
         except UnresolvedPlaceholder as exc:
-            self._finish(task_id, "failed", error=f"not run: {exc}")
-        except (ModelFeedbackError, _Denied) as exc:
-            self._finish(task_id, "failed", error=str(exc))
-        except BaseException as exc:  # a tool bug (even SystemExit) fails its task, never the run or the worker
+            self._finish(task_id, "failed", error=self._clean(f"not run: {exc}"))
+        except BaseException as exc:  # the budget, a bug here (even SystemExit): the task fails, never the run
             log.debug("task %s (%s) raised", task_id, task.task, exc_info=True)
-            self._finish(task_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            self._finish(task_id, "failed", error=self._clean(f"{type(exc).__name__}: {exc}"))
         else:
-            self._finish(task_id, "ok", output=output)
+            if outcome.status == "ok":
+                self._finish(task_id, "ok", output=outcome.text)
+            else:
+                self._finish(task_id, "failed", error=outcome.error)
+
+    def _clean(self, text: str) -> str:
+        return clean_observation(text, self.context.redactor, 0)[0]
 
     def _tool_for(self, task: Task) -> tuple[Tool, str | None]:
         tool = self.tools[task.task]
@@ -272,18 +280,6 @@ class DagRun:
     def _model(self, task_id: int) -> str | None:
         assignment = self.assignments.get(task_id)
         return assignment.model if assignment else None
-
-
-class _Denied(Exception):
-    pass
-
-
-def _approved(approve: Approver, name: str, tool_input: Any) -> bool:
-    try:
-        return bool(approve(name, tool_input))
-    except Exception:
-        log.warning("the approval callback raised; treating it as a refusal", exc_info=True)
-        return False
 
 
 def _verb(status: str) -> str:

@@ -10,18 +10,18 @@ object inside a broken list is not "the plan").
 
 from __future__ import annotations
 
-import ast
-import json
 import re
 from typing import Any
+
+from ..jsontext import FAILED, loads_lenient, scan_bracketed
 
 __all__ = ["extract_json", "CutOffJSON", "NoJSON", "BadJSON"]
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|python|javascript|js)?[ \t]*\n?(.*?)(?:```|$)", re.S)
-_TRAILING_COMMA = re.compile(r",(\s*[\]}])")
 _MAX_STARTS = 50            # candidate openings tried before giving up
 _MAX_LITERAL_CHARS = 200_000  # ast.literal_eval is slow on huge inputs; json handles those
-_BARE = {"true": "True", "false": "False", "null": "None"}
+_MAX_CHARS = 5_000_000      # a plan longer than this is not read
+_MAX_DEPTH = 200
 
 
 class NoJSON(ValueError):
@@ -68,19 +68,21 @@ def _scan(text: str, opener: str, want: str) -> tuple[Any, int, int]:
     index = text.find(opener)
     while index != -1 and starts < _MAX_STARTS:
         starts += 1
-        end = _balanced_end(text, index)
-        if end is None:
+        status, end = scan_bracketed(text, index, max_chars=_MAX_CHARS, max_depth=_MAX_DEPTH)
+        if status == "open":
             if _looks_like_start(text, index, want) and cut_at is None:
                 cut_at = index
-        else:
-            value = _decode(text[index:end])
-            if value is not _FAILED and _shape_ok(value, want):
+        elif status == "ok":
+            value = loads_lenient(text[index:end], max_literal=_MAX_LITERAL_CHARS)
+            if value is not FAILED and _shape_ok(value, want):
                 return value, index, end
             if _looks_like_start(text, index, want):
                 if bad is None:
-                    bad = _bad(want, index, end - index, value is _FAILED)
+                    bad = _bad(want, index, end - index, value is FAILED)
                 index = text.find(opener, end)  # what lies inside a broken value is a fragment of it
                 continue
+        elif _looks_like_start(text, index, want) and bad is None:  # a stray bracket, too deep, too long
+            bad = _bad(want, index, end - index, True)
         index = text.find(opener, index + 1)
     if cut_at is not None:
         raise CutOffJSON(f"the JSON starting at character {cut_at} is never closed", at=cut_at)
@@ -110,90 +112,3 @@ def _shape_ok(value: Any, want: str) -> bool:
     if want == "list":
         return isinstance(value, list) and all(isinstance(item, dict) for item in value)
     return isinstance(value, dict)
-
-
-def _balanced_end(text: str, start: int) -> int | None:
-    """Index just past the bracket that closes ``text[start]``; ``None`` when it never closes."""
-    depth = 0
-    quote = ""
-    i = start
-    n = len(text)
-    while i < n:
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            if ch == "'" and _is_apostrophe(text, i):
-                i += 1
-                continue
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return None
-
-
-def _is_apostrophe(text: str, i: int) -> bool:
-    """A single quote between two letters (``it's``) does not open a string."""
-    return 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()
-
-
-_FAILED = object()
-
-
-def _decode(segment: str) -> Any:
-    try:
-        return json.loads(segment)
-    except ValueError:
-        pass
-    repaired = _outside_strings(segment, lambda chunk: _TRAILING_COMMA.sub(r"\1", chunk))
-    try:
-        return json.loads(repaired)
-    except ValueError:
-        pass
-    if len(segment) > _MAX_LITERAL_CHARS:
-        return _FAILED
-    pythonic = _outside_strings(segment, _pythonize)
-    try:
-        return ast.literal_eval(pythonic)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        return _FAILED
-
-
-def _pythonize(chunk: str) -> str:
-    return re.sub(r"\b(true|false|null)\b", lambda m: _BARE[m.group(1)], chunk)
-
-
-def _outside_strings(segment: str, change) -> str:
-    """Apply ``change`` to the parts of ``segment`` that are not inside quotes."""
-    parts: list[str] = []
-    last = 0
-    i = 0
-    quote = ""
-    n = len(segment)
-    while i < n:
-        ch = segment[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-                parts.append(segment[last:i + 1])
-                last = i + 1
-        elif ch in "\"'" and not (ch == "'" and _is_apostrophe(segment, i)):
-            parts.append(change(segment[last:i]))
-            last = i
-            quote = ch
-        i += 1
-    tail = segment[last:]
-    parts.append(tail if quote else change(tail))
-    return "".join(parts)

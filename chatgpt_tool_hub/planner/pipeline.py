@@ -18,10 +18,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Mapping, Sequence
 
-from ..engine.prompts import PromptSet
+from ..config import SETTINGS
+from ..engine.budget import Budget
+from ..engine.prompts import PromptSet, detect_language, load_prompts
 from ..engine.steps import RunUsage
 from ..events import AnswerEvent, ErrorEvent, Event, TokenEvent
 from ..llm.base import LLM, LLMResponse, Message, Usage, call_llm, collect_stream, stream_llm
+from ..redact import Redactor
 from ..tools.base import Tool, ToolContext
 from .binding import describe_inputs, workspace_roots
 from .events import PlanEvent, SelectionEvent
@@ -38,12 +41,20 @@ __all__ = ["PlannerSettings", "RunControl", "Request", "iter_request"]
 Gen = Generator[Event, None, Any]
 
 
+def _default(key: str) -> Any:
+    return SETTINGS[key].default
+
+
 @dataclass(frozen=True)
 class PlannerSettings:
-    max_tasks: int = 20
-    max_workers: int = 4
-    task_timeout: float | None = 120.0
+    """How the planner runs; the defaults are the configuration table's (``planner_*`` settings)."""
+
+    max_tasks: int = _default("planner_max_tasks")
+    max_workers: int = _default("planner_max_workers")
+    task_timeout: float | None = _default("planner_task_timeout")
     bot_name: str = "LLM-OS"
+    model_selection: str = _default("planner_model_selection")
+    top_k: int = _default("planner_top_k")
 
 
 class RunControl:
@@ -89,6 +100,8 @@ class Request:
     control: RunControl = field(default_factory=RunControl)
     approve: Callable[[str, Any], bool] | None = None
     pool: DaemonPool | None = None  # the app's warm task threads; None: the run starts its own
+    budget: Budget | None = None  # tool calls (and subtrees' LLM calls), shared by the whole request
+    redactor: Redactor | None = None  # the app's configured secrets, hidden in every task result
     usage: RunUsage = field(default_factory=RunUsage)
     prompts: PromptSet = field(default_factory=planner_prompts)
     _usage_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -227,9 +240,11 @@ def _select(req: Request, tasks: Sequence[Task]) -> Gen:
 
 
 def _execute(req: Request, tasks: Sequence[Task], assignments: Mapping[int, Assignment]) -> Gen:
-    context = ToolContext(session_id=req.session_id, llm=req.llm, approve=req.approve)
+    context = ToolContext(session_id=req.session_id, llm=req.llm, approve=req.approve, budget=req.budget,
+                          usage=req.usage, redactor=req.redactor)
     dag = DagRun(tasks, req.tools, assignments=assignments, max_workers=req.settings.max_workers,
-                 timeout=req.settings.task_timeout, context=context, approve=req.approve, pool=req.pool)
+                 timeout=req.settings.task_timeout, context=context, pool=req.pool,
+                 prompts=load_prompts(detect_language(req.query)))
     req.control.attach(dag)
     yield from dag.events()
     results: dict[int, TaskResult] = dag.results

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Sequence
 
+from ..config import SETTINGS
 from ..engine.prompts import PromptSet
 from ..errors import ConfigError
 from ..llm.base import Message
@@ -34,7 +35,8 @@ AskLLM = Callable[[list[Message]], str]
 class ModelSelector:
     """Assigns a model to each task of a plan."""
 
-    def __init__(self, catalog: Catalog, mode: str = "llm", top_k: int = 5, *, embedder=None):
+    def __init__(self, catalog: Catalog, mode: str = SETTINGS["planner_model_selection"].default,
+                 top_k: int = SETTINGS["planner_top_k"].default, *, embedder=None):
         if mode not in SELECTION_MODES:
             raise ConfigError(f"planner_model_selection must be one of {', '.join(SELECTION_MODES)}, not {mode!r}",
                               key="planner_model_selection")

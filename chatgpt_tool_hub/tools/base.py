@@ -37,6 +37,7 @@ class ToolContext:
     emit: Callable[[Any], None] | None = None      # forwards events of nested engines
     approve: Callable[[str, Any], bool] | None = None
     usage: Any = None                              # the run's RunUsage: tools that call an LLM add their calls
+    redactor: Any = None                           # the app's secret redactor (nested engines use it too)
 
 
 DEFAULT_CONTEXT = ToolContext()
@@ -56,6 +57,22 @@ class Tool:
     dangerous: bool = False  # asks for approval before each call where an approver is set
     needs_context: bool = False  # True: ``_run`` also receives ``context=ToolContext``
     output_kind: str = "text"  # what the observation names: "text", "image", "audio" or "video" (a file path)
+
+    # ---- building ---------------------------------------------------------------
+
+    @classmethod
+    def from_context(cls, context: Any) -> "Tool":
+        """Build the tool for an app (``context`` is a :class:`~chatgpt_tool_hub.tools.context.AppContext`
+        scoped to this tool). Tools with settings override it; the default takes none."""
+        return cls()
+
+    @classmethod
+    def from_config(cls, **kwargs: Any) -> "Tool":
+        """Build the tool alone from keyword settings (pure mode), e.g. ``PythonTool.from_config(python_timeout=5)``;
+        unrelated keys and empty strings are ignored."""
+        from .context import pure_context  # the context module imports the registry, which imports this one
+
+        return cls.from_context(pure_context(kwargs))
 
     # ---- what callers use -----------------------------------------------------
 

@@ -1,9 +1,18 @@
 """``ToolRegistry``: names → tool factories, plus entry-point discovery.
 
 Registries are plain objects; ``tool_register.main_tool_register`` is one
-default instance kept for chatgpt-tool-hub compatibility. A factory is called
-as ``factory(**kwargs)`` and returns a :class:`Tool`; it must accept any extra
-keyword arguments (chatbot plugins pass dozens of unrelated keys).
+default instance kept for chatgpt-tool-hub compatibility. Two kinds of factory:
+
+* registered with ``takes_context=True`` (the built-in tools, new plugins): called
+  as ``factory(context)`` with the app's :class:`~.context.AppContext` scoped to
+  the tool -- settings without other tools' keys or the LLM key, the app's
+  registry, model manager, redactor and workspace;
+* registered the chatgpt-tool-hub 0.5 way (``register_tool(name, factory, keys)``):
+  called as ``factory(**kwargs)`` with every setting, as 0.5 did; it must
+  accept any extra keyword arguments (chatbot plugins pass dozens of keys).
+
+``get_registered_tool()`` gives chatbot plugins a ``factory(**kwargs)`` for
+every tool of either kind (pure mode).
 
 Tool names are only ever dictionary keys: nothing is imported by name.
 """
@@ -16,6 +25,7 @@ from importlib import import_module
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..config import is_unset
 from ..errors import ConfigError, MissingKeyError
 from .base import Tool
 
@@ -40,6 +50,12 @@ class ToolEntry:
     default: bool = False
     description: str = ""
     shared: bool = False  # registered as a ready Tool: every build returns that one object
+    takes_context: bool = False  # factory(context) instead of factory(**kwargs)
+    secret_keys: list[str] = field(default_factory=list)  # optional secret settings the tool may read
+
+    def visible_keys(self) -> list[str]:
+        """The secret settings this tool's factory may see, besides its own ``<tool>_`` ones."""
+        return [*self.required_keys, *self.secret_keys]
 
 
 class ToolRegistry:
@@ -59,11 +75,15 @@ class ToolRegistry:
 
     def register_tool(self, name: str, factory: ToolFactory | Tool | None = None,
                       required_keys: Iterable[str] | None = None, *, default: bool = False, description: str = "",
-                      tool_input_keys: Iterable[str] | None = None, function: ToolFactory | None = None) -> None:
+                      tool_input_keys: Iterable[str] | None = None, function: ToolFactory | None = None,
+                      takes_context: bool = False, secret_keys: Iterable[str] = ()) -> None:
         """Register ``factory`` (or a ready ``Tool``) under ``name``. Re-registering replaces.
 
         ``function=`` and ``tool_input_keys=`` are chatgpt-tool-hub's keyword names for
-        ``factory`` and ``required_keys``.
+        ``factory`` and ``required_keys``. ``takes_context=True``: the factory is called
+        as ``factory(context)`` (a ``Tool`` subclass's ``from_context`` fits), and sees
+        the secret settings in ``required_keys``, ``secret_keys`` and its own ``<name>_``
+        ones only; otherwise ``factory(**kwargs)`` gets every setting, as in 0.5.
         """
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("a tool name must be a non-empty string", key="name")
@@ -72,16 +92,19 @@ class ToolRegistry:
             required_keys = tool_input_keys
         if isinstance(required_keys, str):  # "api_key" means ["api_key"], not its letters
             required_keys = [required_keys]
+        if isinstance(secret_keys, str):
+            secret_keys = [secret_keys]
         shared = False
         if isinstance(factory, Tool):
             instance = factory
             description = description or instance.description
-            factory = lambda **_kwargs: instance  # noqa: E731 - a ready tool ignores config
+            factory = lambda *_args, **_kwargs: instance  # noqa: E731 - a ready tool ignores config
             shared = True
         elif not callable(factory):
             raise ConfigError(f"tool '{name}': factory must be callable or a Tool", key=name)
         with self._lock:
-            self._entries[name] = ToolEntry(name, factory, list(required_keys or []), default, description, shared)
+            self._entries[name] = ToolEntry(name, factory, list(required_keys or []), default, description, shared,
+                                            bool(takes_context), list(secret_keys or []))
 
     def unregister_tool(self, name: str) -> bool:
         """Forget ``name``; ``True`` when it was registered (as chatgpt-tool-hub returns)."""
@@ -94,9 +117,20 @@ class ToolRegistry:
             return list(self._entries)
 
     def get_registered_tool(self) -> dict[str, tuple[ToolFactory, list[str]]]:
+        """``{name: (factory, required_keys)}``; every factory is called as ``factory(**kwargs)``."""
         self._ensure_discovered()
         with self._lock:
-            return {n: (e.factory, list(e.required_keys)) for n, e in self._entries.items()}
+            return {n: (self._kwargs_factory(e), list(e.required_keys)) for n, e in self._entries.items()}
+
+    def _kwargs_factory(self, entry: ToolEntry) -> ToolFactory:
+        if not entry.takes_context:
+            return entry.factory
+
+        def build(**kwargs: Any) -> Tool:
+            return self.build(entry.name, **kwargs)
+
+        build.__qualname__ = getattr(entry.factory, "__qualname__", entry.name)
+        return build
 
     # ---- the rest ------------------------------------------------------------
 
@@ -120,14 +154,21 @@ class ToolRegistry:
                     return known
         return None
 
-    def build(self, name: str, **kwargs: Any) -> Tool:
-        """Build one tool; missing required keys raise ``MissingKeyError`` naming them."""
+    def build(self, name: str, context: Any = None, **kwargs: Any) -> Tool:
+        """Build one tool for ``context`` (an ``AppContext``; without one, a pure-mode context made from
+        ``kwargs``); missing required keys raise ``MissingKeyError`` naming them."""
         resolved = self.resolve_name(name)
         if resolved is None:
             known = ", ".join(sorted(self.get_registered_tool_names())) or "(none)"
             raise ConfigError(f"unknown tool '{name}'. Known tools: {known}", key="tools_list")
-        entry = self._entries[resolved]
-        missing = [k for k in entry.required_keys if _is_empty(kwargs.get(k))]
+        with self._lock:
+            entry = self._entries[resolved]
+        if context is None:
+            from .context import pure_context
+
+            context = pure_context(kwargs, registry=self)
+        settings = context.settings
+        missing = [k for k in entry.required_keys if is_unset(settings.get(k))]
         if missing:
             keys = ", ".join(missing)
             envs = ", ".join(k.upper() for k in missing)
@@ -136,7 +177,10 @@ class ToolRegistry:
                 f"set the environment variable ({envs}), or add it to config.json's \"kwargs\"",
                 key=missing[0],
             )
-        built = entry.factory(**kwargs)
+        if entry.takes_context:
+            built = entry.factory(context.for_tool(resolved, entry.visible_keys()))
+        else:  # a chatgpt-tool-hub 0.5 factory: every setting as keywords, as 0.5 passed them
+            built = entry.factory(**settings.as_kwargs())
         if not isinstance(built, Tool):
             raise ConfigError(f"the factory of tool '{resolved}' returned {type(built).__name__}, not a Tool",
                               key=resolved)
@@ -203,6 +247,3 @@ class ToolRegistry:
         except Exception as exc:  # a plugin must not break the host
             log.warning("tool plugin %r could not be loaded: %s", label, exc)
 
-
-def _is_empty(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())

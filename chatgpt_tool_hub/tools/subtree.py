@@ -10,15 +10,16 @@ observation, never an empty string.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
-from ..config import SETTINGS, get_typed
+from ..config import set_only, tool_prefix
 from ..engine.loop import Engine, EngineSettings
 from ..errors import ConfigError, LLMError, ToolExecutionError
 from ..llm.base import LLM
 from .base import Tool, ToolContext
+from .context import AppContext
 
-__all__ = ["SubtreeTool", "SubtreeError", "subtree_llm_from_config", "BrowserTool", "DEFAULT_MAX_NESTING_DEPTH"]
+__all__ = ["SubtreeTool", "SubtreeError", "subtree_llm", "BrowserTool", "DEFAULT_MAX_NESTING_DEPTH"]
 
 DEFAULT_MAX_NESTING_DEPTH = 3
 # keys a subtree may override with its own prefix, e.g. browser_model_name
@@ -39,7 +40,7 @@ class SubtreeTool(Tool):
 
     def __init__(self, name: str, description: str, tools: Sequence[Tool], *, llm: LLM | None = None,
                  think_depth: int = 3, max_nesting_depth: int = DEFAULT_MAX_NESTING_DEPTH,
-                 settings: EngineSettings | None = None, fallback_config: Mapping[str, Any] | None = None):
+                 settings: EngineSettings | None = None, fallback: AppContext | None = None):
         if not name or not isinstance(name, str):
             raise ConfigError("a subtree needs a name", key="name")
         self.name = name
@@ -48,7 +49,7 @@ class SubtreeTool(Tool):
         self.llm = llm
         self.max_nesting_depth = max_nesting_depth
         self.settings = replace(settings or EngineSettings(), think_depth=think_depth)
-        self._fallback_config = fallback_config  # pure mode: build an LLM from these keys on first use
+        self._fallback = fallback  # pure mode: build an LLM from the context's settings on first use
         self._fallback_llm: LLM | None = None
 
     def _run(self, text: str, context: ToolContext) -> str:
@@ -60,7 +61,7 @@ class SubtreeTool(Tool):
         if llm is None:
             raise SubtreeError(f"subtree '{self.name}' has no LLM: give it one, or run it inside an app")
         engine = Engine(llm, self.tools, replace(self.settings, depth=depth), approve=context.approve,
-                        budget=context.budget)
+                        budget=context.budget, redactor=context.redactor)
         try:
             result = _drive(engine.iter_run(text, session_id=context.session_id), context.emit)
         except LLMError as exc:
@@ -77,13 +78,11 @@ class SubtreeTool(Tool):
         return output
 
     def _llm_from_config(self) -> LLM | None:
-        if self._fallback_config is None:
+        if self._fallback is None:
             return None
         if self._fallback_llm is None:
-            from ..llm.build import build_llm
-
             try:
-                self._fallback_llm = build_llm(self._fallback_config)
+                self._fallback_llm = self._fallback.build_llm()
             except ConfigError as exc:
                 raise SubtreeError(f"subtree '{self.name}' has no LLM outside an app: {exc}") from None
         return self._fallback_llm
@@ -107,17 +106,12 @@ def _drive(gen, emit: Callable[[Any], None] | None):
             emit(event)
 
 
-def subtree_llm_from_config(name: str, kwargs: Mapping[str, Any]) -> LLM | None:
-    """An LLM of the subtree's own when any ``<name>_<llm key>`` is set, else ``None`` (share the parent's)."""
-    prefix = name.replace("-", "_") + "_"
-    own = {k: kwargs.get(prefix + k) for k in _LLM_KEYS}
-    own = {k: v for k, v in own.items() if v is not None and not (isinstance(v, str) and not v.strip())}
-    if not own:
-        return None
-    from ..llm.build import build_llm
-
-    base = {k: v for k, v in kwargs.items() if k in SETTINGS}
-    return build_llm({**base, **own})
+def subtree_llm(name: str, context: AppContext) -> LLM | None:
+    """An LLM of the subtree's own when any ``<name>_<llm key>`` is set (``browser_model_name``), built by
+    the app (the app's key unless ``<name>_llm_api_key`` is set); else ``None``: share the caller's."""
+    prefix = tool_prefix(name)
+    own = set_only({k: context.settings.get(prefix + k) for k in _LLM_KEYS})
+    return context.build_llm(own) if own else None
 
 
 class BrowserTool(SubtreeTool):
@@ -126,17 +120,16 @@ class BrowserTool(SubtreeTool):
     TOOLS = ("url-get", "summary")
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "BrowserTool":
-        from .tool_register import main_tool_register
-
-        tools = [main_tool_register.build(name, **kwargs) for name in cls.TOOLS]
+    def from_context(cls, context: AppContext) -> "BrowserTool":
+        settings = context.settings
+        tools = [context.build_tool(name) for name in cls.TOOLS]  # the app's own registry and settings
         return cls(
             "browser",
             "Browse the web for a task, e.g. 'find the release date on https://example.org/news'. "
             "Input: the task in plain words, with any URLs. Output: what it found.",
             tools,
-            llm=subtree_llm_from_config("browser", kwargs),
-            think_depth=get_typed(kwargs, "browser_think_depth", 3),
-            max_nesting_depth=get_typed(kwargs, "max_nesting_depth", DEFAULT_MAX_NESTING_DEPTH),
-            fallback_config=kwargs,
+            llm=subtree_llm("browser", context),
+            think_depth=settings.get("browser_think_depth", 3),
+            max_nesting_depth=settings.get("max_nesting_depth", DEFAULT_MAX_NESTING_DEPTH),
+            fallback=context if context.llm is None else None,
         )

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from chatgpt_tool_hub.errors import ConfigError
-from chatgpt_tool_hub.planner import PlannerApp
+from chatgpt_tool_hub.apps import PlannerApp
 from chatgpt_tool_hub.planner.catalog import Catalog, load_catalog
 from chatgpt_tool_hub.planner.embedding import embedding_model_path
 from chatgpt_tool_hub.planner.events import SelectionEvent

@@ -9,7 +9,8 @@ import pytest
 
 from chatgpt_tool_hub.experts import EXPERT_TOOLS
 from chatgpt_tool_hub.experts.manager import ModelManager
-from chatgpt_tool_hub.planner import Catalog, PlannerApp
+from chatgpt_tool_hub.apps import PlannerApp
+from chatgpt_tool_hub.planner import Catalog
 from chatgpt_tool_hub.planner.catalog import load_catalog
 from chatgpt_tool_hub.planner.events import TaskStartEvent
 from chatgpt_tool_hub.testing import ScriptedLLM

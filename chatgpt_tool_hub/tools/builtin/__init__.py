@@ -46,14 +46,15 @@ BUILTIN_TOOLS: dict[str, tuple[str, str, list[str], bool, str]] = {
 
 
 def _factory(module: str, cls: str) -> Callable[..., Any]:
-    def build(**kwargs: Any):
-        return getattr(import_module(module), cls).from_config(**kwargs)
+    def build(context: Any):
+        return getattr(import_module(module), cls).from_context(context)
 
-    build.__qualname__ = f"{cls}.from_config"
+    build.__qualname__ = f"{cls}.from_context"
     return build
 
 
 def register_tools(registry) -> None:
     """Entry point ``chatgpt_tool_hub.tools:builtin``."""
     for name, (module, cls, keys, default, description) in BUILTIN_TOOLS.items():
-        registry.register_tool(name, _factory(module, cls), keys, default=default, description=description)
+        registry.register_tool(name, _factory(module, cls), keys, default=default, description=description,
+                               takes_context=True)

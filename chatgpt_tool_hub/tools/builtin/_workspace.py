@@ -27,7 +27,7 @@ was replaced or moved") when they differ. ``close()`` (and garbage collection)
 closes the descriptor; the next call reopens it and insists on the same folder.
 
 The app's configuration sources (``protected``: the ``config.json`` and
-``.env`` the app was configured from, see :func:`default_config_sources`) and,
+``.env`` the app was configured from: the app context's ``config_sources``) and,
 by name, ``.env`` and ``config.json`` at the workspace root (an app started in
 the workspace would read them) are neither read nor written: writing them
 would let a model plant settings (``MCP_SERVERS`` commands, a base URL that
@@ -50,12 +50,12 @@ import threading
 import unicodedata
 import weakref
 from pathlib import Path
-from typing import Iterable, Mapping, NamedTuple
+from typing import Iterable, NamedTuple
 from urllib.parse import unquote
 
 from ...errors import ToolExecutionError, ToolInputError
 
-__all__ = ["Workspace", "default_config_sources", "printable", "CONFIG_NAMES"]
+__all__ = ["Workspace", "printable", "CONFIG_NAMES"]
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -68,27 +68,9 @@ _URI = re.compile(r"^(?:file:|[a-z][a-z0-9+.-]*://)", re.I)
 _HINT = "Use a path relative to the workspace, e.g. notes.txt or data/report.csv; list-dir shows what is there."
 # the files an app started in a folder reads its configuration from (apps/settings.py: load_settings)
 CONFIG_NAMES = ("config.json", ".env")
-_CONFIG_VARIABLES = ("CONFIG_PATH", "ENV_FILE")
 _REPLACED = ("the workspace folder was replaced or moved (its path is now missing, a symbolic link or another "
              "folder); the file tools keep to the folder they started with and never follow it elsewhere. Put the "
              "workspace folder back, or start the app again with workspace_dir naming the folder to use.")
-
-
-def default_config_sources(cwd: str | os.PathLike | None = None,
-                           environ: Mapping[str, str] | None = None) -> list[str]:
-    """The absolute paths an app started in ``cwd`` reads its configuration from by default.
-
-    ``cwd/config.json`` and ``cwd/.env`` (``cwd`` defaults to the current
-    folder), plus the ``CONFIG_PATH`` and ``ENV_FILE`` variables of ``environ``
-    (default ``os.environ``) where set - what ``apps.settings.load_settings``
-    reads when it gets no ``config_path`` / ``env_file`` keyword. The files
-    need not exist.
-    """
-    folder = os.path.abspath(os.getcwd() if cwd is None else os.fspath(cwd))
-    environ = os.environ if environ is None else environ
-    paths = [os.path.join(folder, name) for name in CONFIG_NAMES]
-    paths += [os.path.abspath(environ[key]) for key in _CONFIG_VARIABLES if environ.get(key)]
-    return list(dict.fromkeys(paths))
 
 
 class _Guard(NamedTuple):

@@ -4,8 +4,9 @@ All three are confined to ``workspace_dir`` (default ``./workspace``, created
 when missing) by :class:`._workspace.Workspace`: relative paths, or absolute
 ones inside the workspace; no ``..``, ``~``, NUL bytes, percent-encoded
 traversal or symbolic links that lead outside; regular files only; never the
-app's configuration files (``protected_paths``, from the ``config_sources``
-keyword: they hold keys, and what is written there configures the next app),
+app's configuration files (``protected_paths``, the app context's
+``config_sources``: they hold keys, and what is written there configures the
+next app),
 nor ``.env`` / ``config.json`` at the workspace root. Every
 refusal and failure is a ``ToolInputError`` / ``ToolExecutionError`` whose
 message tells the model what to do instead, so inside a run it becomes an
@@ -21,10 +22,10 @@ import codecs
 import os
 from typing import Any, Sequence
 
-from ...config import get_typed
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
-from ._workspace import Workspace, default_config_sources, printable
+from ..context import AppContext
+from ._workspace import Workspace, printable
 
 __all__ = ["ReadFileTool", "WriteFileTool", "ListDirTool"]
 
@@ -56,16 +57,6 @@ class _WorkspaceTool(Tool):
         return ToolExecutionError(f"could not use '{shown}': {reason}")
 
 
-def _config_sources(kwargs: dict[str, Any]) -> list[str | os.PathLike]:
-    """``config_sources`` from the keywords: a list of paths; unset means the defaults of the current folder."""
-    value = kwargs.get("config_sources")
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return list(default_config_sources())
-    if isinstance(value, (str, os.PathLike)):
-        return [value]
-    return list(value)
-
-
 def _positive(key: str, value: int) -> int:
     if value <= 0:
         raise ConfigError(f"setting '{key}' must be > 0", key=key)
@@ -87,12 +78,10 @@ class ReadFileTool(_WorkspaceTool):
         self.max_bytes = _positive("read_file_max_bytes", max_bytes)
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "ReadFileTool":
-        """Build from configuration kwargs (``config_sources``: the app's configuration files, default
-        ``./config.json`` and ``./.env``); unrelated keys and empty strings are ignored."""
-        return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-                   max_bytes=get_typed(kwargs, "read_file_max_bytes", 100_000),
-                   protected_paths=_config_sources(kwargs))
+    def from_context(cls, context: AppContext) -> "ReadFileTool":
+        """Build for an app: its workspace, and its configuration files as the protected paths."""
+        return cls(workspace_dir=context.workspace, max_bytes=context.settings.get("read_file_max_bytes", 100_000),
+                   protected_paths=context.config_sources)
 
     def _run(self, path: str) -> str:
         if not str(path).strip():
@@ -148,12 +137,10 @@ class WriteFileTool(_WorkspaceTool):
         self.max_bytes = _positive("write_file_max_bytes", max_bytes)
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "WriteFileTool":
-        """Build from configuration kwargs (``config_sources``: the app's configuration files, default
-        ``./config.json`` and ``./.env``); unrelated keys and empty strings are ignored."""
-        return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-                   max_bytes=get_typed(kwargs, "write_file_max_bytes", 1_000_000),
-                   protected_paths=_config_sources(kwargs))
+    def from_context(cls, context: AppContext) -> "WriteFileTool":
+        """Build for an app: its workspace, and its configuration files as the protected paths."""
+        return cls(workspace_dir=context.workspace, max_bytes=context.settings.get("write_file_max_bytes", 1_000_000),
+                   protected_paths=context.config_sources)
 
     def _run(self, path: str, content: str, append: bool = False, **_ignored: Any) -> str:
         if not path.strip():
@@ -191,12 +178,10 @@ class ListDirTool(_WorkspaceTool):
         self.max_entries = _positive("list_dir_max_entries", max_entries)
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "ListDirTool":
-        """Build from configuration kwargs (``config_sources``: the app's configuration files, default
-        ``./config.json`` and ``./.env``); unrelated keys and empty strings are ignored."""
-        return cls(workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-                   max_entries=get_typed(kwargs, "list_dir_max_entries", 200),
-                   protected_paths=_config_sources(kwargs))
+    def from_context(cls, context: AppContext) -> "ListDirTool":
+        """Build for an app: its workspace, and its configuration files as the protected paths."""
+        return cls(workspace_dir=context.workspace, max_entries=context.settings.get("list_dir_max_entries", 200),
+                   protected_paths=context.config_sources)
 
     def _run(self, path: str = "") -> str:
         shown, parts = self.workspace.resolve(str(path))

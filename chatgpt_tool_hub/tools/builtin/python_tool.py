@@ -44,7 +44,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ...config import get_typed
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 from ._python_worker import EXIT_PROTOCOL_LOST, MAX_REQUEST, decode_frame, encode_frame
@@ -111,15 +110,16 @@ class PythonTool(Tool):
         weakref.finalize(self, self._pool.retire, None)  # also at interpreter exit
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "PythonTool":
+    def from_context(cls, context: Any) -> "PythonTool":
         """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+        settings = context.settings
         return cls(
-            timeout=get_typed(kwargs, "python_timeout", 30.0),
-            max_memory_mb=get_typed(kwargs, "python_max_memory_mb", 1024),
-            max_output_chars=get_typed(kwargs, "python_max_output_chars", 8000),
-            workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-            max_workers=get_typed(kwargs, "python_max_workers", 8),
-            max_cpu_seconds=get_typed(kwargs, "python_max_cpu_seconds", 0.0) or None,
+            timeout=settings.get("python_timeout", 30.0),
+            max_memory_mb=settings.get("python_max_memory_mb", 1024),
+            max_output_chars=settings.get("python_max_output_chars", 8000),
+            workspace_dir=context.workspace,
+            max_workers=settings.get("python_max_workers", 8),
+            max_cpu_seconds=settings.get("python_max_cpu_seconds", 0.0) or None,
         )
 
     def run(self, tool_input: str | Mapping[str, Any] = "", context: ToolContext | None = None) -> str:

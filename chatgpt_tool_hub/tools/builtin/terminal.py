@@ -29,7 +29,6 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from ...config import get_typed
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
 from ._sandbox import describe_signal, run_sandboxed, scrubbed_env, strip_control
@@ -138,15 +137,16 @@ class TerminalTool(Tool):
         self.shell = shutil.which("bash", path=scrubbed_env()["PATH"]) or "/bin/sh"
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "TerminalTool":
+    def from_context(cls, context: Any) -> "TerminalTool":
         """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+        settings = context.settings
         return cls(
-            timeout=get_typed(kwargs, "terminal_timeout", 20.0),
-            max_output_chars=get_typed(kwargs, "terminal_max_output_chars", 8000),
-            return_err_output=get_typed(kwargs, "terminal_return_err_output", True),
-            nsfc_filter=get_typed(kwargs, "terminal_nsfc_filter", True),
-            workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-            max_memory_mb=get_typed(kwargs, "terminal_max_memory_mb", 0),
+            timeout=settings.get("terminal_timeout", 20.0),
+            max_output_chars=settings.get("terminal_max_output_chars", 8000),
+            return_err_output=settings.get("terminal_return_err_output", True),
+            nsfc_filter=settings.get("terminal_nsfc_filter", True),
+            workspace_dir=context.workspace,
+            max_memory_mb=settings.get("terminal_max_memory_mb", 0),
         )
 
     def run(self, tool_input: str | Mapping[str, Any] = "", context: Any = None) -> str:

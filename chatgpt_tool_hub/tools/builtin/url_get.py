@@ -23,15 +23,15 @@ import re
 import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urljoin
 
 import requests
 
-from ...config import get_typed
 from ...textutil import strip_control
 from ...errors import ConfigError, ToolHubError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
+from ..context import AppContext, pure_context
 from ._netguard import (BlockedURLError, CheckedURL, DeadlineExceeded, HostResolutionError, PinnedSession,
                         check_url, describe_network_error, pinned_session)
 
@@ -95,7 +95,7 @@ class UrlGetTool(Tool):
     def __init__(self, *, allow_private: bool = False, max_bytes: int = 2_000_000, timeout: float = 15.0,
                  max_chars: int = 8000, use_summary: bool = False, include_links: bool = False,
                  summary_max_segment_length: int = 2500, summary_max_segments: int = 8,
-                 proxy: str | None = None, config: Mapping[str, Any] | None = None):
+                 proxy: str | None = None, app: AppContext | None = None):
         for key, value in (("url_get_max_bytes", max_bytes), ("url_get_timeout", timeout),
                            ("url_get_max_chars", max_chars), ("summary_max_segment_length", summary_max_segment_length),
                            ("url_get_summary_max_segments", summary_max_segments)):
@@ -110,26 +110,26 @@ class UrlGetTool(Tool):
         self.segment_tokens = int(summary_max_segment_length)
         self.max_segments = int(summary_max_segments)
         self.proxy = proxy or None
-        self.config = dict(config or {})  # the factory kwargs: build_llm reads them for summaries
+        self.app = app  # outside an engine, the summary LLM is built by the app (pure mode: from the keywords)
         self._llm: Any = None
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "UrlGetTool":
-        """Build from configuration kwargs; unrelated keys and empty strings are ignored."""
+    def from_context(cls, context: AppContext) -> "UrlGetTool":
+        settings = context.settings
         return cls(
-            allow_private=get_typed(kwargs, "url_get_allow_private", False),
-            max_bytes=get_typed(kwargs, "url_get_max_bytes", 2_000_000),
-            timeout=get_typed(kwargs, "url_get_timeout", 15.0),
-            max_chars=get_typed(kwargs, "url_get_max_chars", 8000),
-            use_summary=get_typed(kwargs, "url_get_use_summary", False),
-            include_links=get_typed(kwargs, "url_get_include_links", False),
-            summary_max_segment_length=get_typed(kwargs, "summary_max_segment_length", 2500),
-            summary_max_segments=get_typed(kwargs, "url_get_summary_max_segments", 8),
-            proxy=get_typed(kwargs, "proxy", None),
-            config=kwargs,
+            allow_private=settings.get("url_get_allow_private", False),
+            max_bytes=settings.get("url_get_max_bytes", 2_000_000),
+            timeout=settings.get("url_get_timeout", 15.0),
+            max_chars=settings.get("url_get_max_chars", 8000),
+            use_summary=settings.get("url_get_use_summary", False),
+            include_links=settings.get("url_get_include_links", False),
+            summary_max_segment_length=settings.get("summary_max_segment_length", 2500),
+            summary_max_segments=settings.get("url_get_summary_max_segments", 8),
+            proxy=context.http.proxy,
+            app=context,
         )
 
-    def __repr__(self) -> str:  # never shows the config (it may hold keys)
+    def __repr__(self) -> str:
         return f"<UrlGetTool allow_private={self.allow_private} max_bytes={self.max_bytes}>"
 
     # ---- run ---------------------------------------------------------------------------
@@ -285,10 +285,8 @@ class UrlGetTool(Tool):
         if context.llm is not None:
             return context.llm, ""
         if self._llm is None:
-            from ...llm.build import build_llm
-
             try:
-                self._llm = build_llm(self.config)
+                self._llm = (self.app or pure_context({})).build_llm()
             except ConfigError as exc:
                 return None, f"no LLM is configured; set {exc.key or 'llm_api_key'}"
             except Exception as exc:

@@ -14,42 +14,27 @@ from any exception text before it is used. Logs name the host and path only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
-import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
-from urllib.parse import quote, quote_plus, urlsplit
+from typing import Any, Iterable, Iterator, Mapping
+from urllib.parse import urlsplit
 
-from ...config import get_typed, is_secret_key
+from ...config import is_secret_key
 from ...errors import ToolExecutionError, ToolInputError
+from ...redact import Redactor
+from ..context import DEFAULT_TIMEOUT, HttpSettings
 
 __all__ = ["HttpSettings", "HttpResponse", "fetch", "get_json", "get_text", "scrub", "host_of",
            "DEFAULT_TIMEOUT", "USER_AGENT", "numbered_results", "query_schema", "clean_query"]
 
 log = logging.getLogger("chatgpt_tool_hub.tools.plugins")
 
-DEFAULT_TIMEOUT = 15.0
 MAX_BYTES = 5_000_000
 USER_AGENT = "chatgpt-tool-hub/1.0 (tool engine; +https://pypi.org/project/chatgpt-tool-hub/)"
-
-
-@dataclass(frozen=True)
-class HttpSettings:
-    """``plugin_timeout`` (seconds per request, default 15) and ``proxy`` of a plugin tool."""
-
-    timeout: float = DEFAULT_TIMEOUT
-    proxy: str | None = None
-
-    @classmethod
-    def from_config(cls, kwargs: Mapping[str, Any]) -> "HttpSettings":
-        timeout = float(get_typed(kwargs, "plugin_timeout", DEFAULT_TIMEOUT))
-        return cls(timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT, proxy=get_typed(kwargs, "proxy", None))
-
-    def __repr__(self) -> str:  # a proxy URL may hold credentials
-        return f"HttpSettings(timeout={self.timeout:g}, proxy={'set' if self.proxy else None})"
 
 
 @dataclass
@@ -78,74 +63,55 @@ def _secret_values(params: Mapping[str, Any] | None, headers: Mapping[str, Any] 
     values: list[str] = [str(v) for v in extra if v]
     for mapping in (params or {}, headers or {}):
         values.extend(str(v) for k, v in mapping.items() if v and is_secret_key(str(k)))
-    out: set[str] = set()
-    for value in values:
-        if len(value.strip()) < 3:
-            continue
-        out.update({value, quote_plus(value), quote(value, safe="")})
-    return sorted(out, key=len, reverse=True)
+    return values
 
 
 _QUERY = re.compile(r"\?[^\s'\")\]]*")
 _USERINFO = re.compile(r"(\w+://)[^/\s@]+@")
 
 
-def scrub(text: Any, secrets: Iterable[str] = ()) -> str:
-    """``text`` with secret values, query strings and URL credentials removed."""
-    result = str(text)
-    for secret in secrets:
-        if secret:
-            result = result.replace(secret, "***")
-    result = _QUERY.sub("?…", result)
+def scrub(text: Any, secrets: Iterable[str] | Redactor = ()) -> str:
+    """``text`` with secret values (in every spelling), query strings and URL credentials removed."""
+    redactor = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
+    result = _QUERY.sub("?…", redactor.redact(str(text)))
     return _USERINFO.sub(r"\1***@", result)
 
 
-class _SecretLogFilter(logging.Filter):
-    """Replaces the secrets this module has sent with ``***`` in log records.
+class _RequestFilter(logging.Filter):
+    """Hides one request's keys in urllib3's DEBUG lines (they show each request's URL with its query)."""
 
-    Attached to urllib3's connection-pool logger, whose DEBUG lines show each
-    request's URL, query string included (where keys sent as parameters sit).
-    """
-
-    def __init__(self) -> None:
+    def __init__(self, redactor: Redactor):
         super().__init__()
-        self.secrets: tuple[str, ...] = ()  # longest first; replaced whole, never mutated (thread safety)
-        self._lock = threading.Lock()
-
-    def add(self, secrets: Iterable[str]) -> None:
-        with self._lock:
-            merged = set(self.secrets) | {s for s in secrets if len(s) >= 3}
-            if len(merged) != len(self.secrets):
-                self.secrets = tuple(sorted(merged, key=len, reverse=True))
+        self.redactor = redactor
 
     def filter(self, record: logging.LogRecord) -> bool:
-        secrets = self.secrets
-        if secrets:
-            try:
-                message = record.getMessage()
-            except Exception:  # a malformed record: leave it to logging's own error handling
-                return True
-            redacted = message
-            for secret in secrets:
-                redacted = redacted.replace(secret, "***")
-            if redacted != message:
-                record.msg, record.args = redacted, ()
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: leave it to logging's own error handling
+            return True
+        redacted = self.redactor.redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
         return True
 
 
-_log_filter = _SecretLogFilter()
-_GUARDED_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry", "requests", log.name)
+@contextlib.contextmanager
+def hidden_in_urllib3_logs(redactor: Redactor) -> Iterator[None]:
+    """While a request with keys in its URL is sent, and only when urllib3's DEBUG log is on (someone turned
+    it on), that logger carries a filter hiding this request's keys; it is removed when the request is sent."""
+    logger = logging.getLogger("urllib3.connectionpool")
+    if not redactor or not logger.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    guard = _RequestFilter(redactor)
+    logger.addFilter(guard)
+    try:
+        yield
+    finally:
+        logger.removeFilter(guard)
 
 
-def _guard_logs(secrets: Iterable[str]) -> None:
-    _log_filter.add(secrets)
-    for name in _GUARDED_LOGGERS:
-        logger = logging.getLogger(name)
-        if _log_filter not in logger.filters:
-            logger.addFilter(_log_filter)
-
-
-def _connection_reason(err: Exception, secrets: list[str]) -> str:
+def _connection_reason(err: Exception, secrets: Redactor) -> str:
     text = str(err)
     low = text.lower()
     if any(s in low for s in ("nameresolution", "name or service not known", "nodename nor servname",
@@ -174,7 +140,7 @@ def _decode(body: bytes, content_type: str) -> str:
         return body.decode("utf-8", errors="replace")
 
 
-def _error_detail(text: str, secrets: list[str]) -> str:
+def _error_detail(text: str, secrets: Redactor) -> str:
     """A short, one-line reason from an error body (JSON ``error``/``message`` when present)."""
     detail = text
     try:
@@ -212,9 +178,7 @@ def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float =
     """
     import requests  # local import: keeps ``import chatgpt_tool_hub`` light
 
-    secret_list = _secret_values(params, headers, secrets)
-    if secret_list:
-        _guard_logs(secret_list)
+    secrets_seen = Redactor(_secret_values(params, headers, secrets))
     host = host_of(url)
     clean_url = url.split("?", 1)[0]
     sent_headers = {"User-Agent": USER_AGENT, "Accept": "application/json, application/xml;q=0.9, */*;q=0.5"}
@@ -227,8 +191,9 @@ def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float =
         return ToolExecutionError(f"could not reach {host}: {reason}")
 
     try:
-        response = requests.get(url, params=dict(params or {}), headers=sent_headers, proxies=proxies,
-                                timeout=timeout, stream=True, allow_redirects=True)
+        with hidden_in_urllib3_logs(secrets_seen):
+            response = requests.get(url, params=dict(params or {}), headers=sent_headers, proxies=proxies,
+                                    timeout=timeout, stream=True, allow_redirects=True)
         try:
             chunks: list[bytes] = []
             size = 0
@@ -249,17 +214,17 @@ def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float =
     except requests.exceptions.ProxyError:
         raise fail("the proxy failed or refused the connection (check the proxy setting)") from None
     except requests.exceptions.SSLError as err:
-        raise fail("TLS/SSL error: " + scrub(err, secret_list)[:200]) from None
+        raise fail("TLS/SSL error: " + scrub(err, secrets_seen)[:200]) from None
     except requests.exceptions.ConnectionError as err:
-        raise fail(_connection_reason(err, secret_list)) from None
+        raise fail(_connection_reason(err, secrets_seen)) from None
     except (requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
             requests.exceptions.InvalidURL) as err:
         raise ToolExecutionError(f"the URL configured for {host} is invalid: "
-                                 + scrub(err, secret_list)[:200]) from None
+                                 + scrub(err, secrets_seen)[:200]) from None
     except requests.exceptions.TooManyRedirects:
         raise fail("too many redirects") from None
     except requests.exceptions.RequestException as err:
-        raise fail(f"{type(err).__name__}: " + scrub(err, secret_list)[:200]) from None
+        raise fail(f"{type(err).__name__}: " + scrub(err, secrets_seen)[:200]) from None
 
     content_type = response.headers.get("Content-Type", "")
     text = _decode(body, content_type)
@@ -270,9 +235,9 @@ def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float =
         reason = f" ({response.reason})" if response.reason else ""
         hint = (hints or {}).get(status) or _STATUS_HINTS.get(status, "")
         hint = f"; {hint.format(keys=key_names)}" if hint else ""
-        detail = _error_detail(text, secret_list)
+        detail = _error_detail(text, secrets_seen)
         raise ToolExecutionError(f"{host} answered HTTP {status}{reason}{hint}" + (f": {detail}" if detail else ""))
-    return HttpResponse(status=status, text=text, content_type=content_type, url=scrub(clean_url, secret_list))
+    return HttpResponse(status=status, text=text, content_type=content_type, url=scrub(clean_url, secrets_seen))
 
 
 def get_text(url: str, params: Mapping[str, Any] | None = None, **options: Any) -> str:

@@ -11,7 +11,6 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from ...config import get_typed
 from ...errors import ConfigError, ToolExecutionError
 from ..base import Tool
 from ._http import HttpSettings, clean_query, get_text, host_of, query_schema
@@ -96,15 +95,16 @@ class ArxivTool(Tool):
         self.http = http or HttpSettings()
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "ArxivTool":
+    def from_context(cls, context: Any) -> "ArxivTool":
+        settings = context.settings
         return cls(
-            api_url=get_typed(kwargs, "arxiv_api_url", API_URL),
-            top_k_results=get_typed(kwargs, "arxiv_top_k_results", 2),
-            sort_by=get_typed(kwargs, "arxiv_sort_by", "relevance"),
-            sort_order=get_typed(kwargs, "arxiv_sort_order", "descending"),
-            simple=get_typed(kwargs, "arxiv_simple", True),
-            max_chars=get_typed(kwargs, "arxiv_max_chars", 4000),
-            http=HttpSettings.from_config(kwargs),
+            api_url=settings.get("arxiv_api_url", API_URL),
+            top_k_results=settings.get("arxiv_top_k_results", 2),
+            sort_by=settings.get("arxiv_sort_by", "relevance"),
+            sort_order=settings.get("arxiv_sort_order", "descending"),
+            simple=settings.get("arxiv_simple", True),
+            max_chars=settings.get("arxiv_max_chars", 4000),
+            http=context.http,
         )
 
     def _run(self, query: str, **_ignored: Any) -> str:

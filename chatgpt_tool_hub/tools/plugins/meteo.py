@@ -11,7 +11,6 @@ import json
 import re
 from typing import Any, Mapping
 
-from ...config import get_typed
 from ...errors import ToolInputError
 from ..base import Tool, _maybe_object, _validate
 from ._http import HttpSettings, get_json
@@ -77,14 +76,15 @@ class MeteoWeatherTool(Tool):
         self.http = http or HttpSettings()
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "MeteoWeatherTool":
+    def from_context(cls, context: Any) -> "MeteoWeatherTool":
+        settings = context.settings
         return cls(
-            geocoding_url=get_typed(kwargs, "meteo_geocoding_url", GEOCODING_URL),
-            forecast_url=get_typed(kwargs, "meteo_forecast_url", FORECAST_URL),
-            days=get_typed(kwargs, "meteo_forecast_days", 3),
-            language=get_typed(kwargs, "meteo_language", "auto"),
-            temperature_unit=get_typed(kwargs, "meteo_temperature_unit", "celsius"),
-            http=HttpSettings.from_config(kwargs),
+            geocoding_url=settings.get("meteo_geocoding_url", GEOCODING_URL),
+            forecast_url=settings.get("meteo_forecast_url", FORECAST_URL),
+            days=settings.get("meteo_forecast_days", 3),
+            language=settings.get("meteo_language", "auto"),
+            temperature_unit=settings.get("meteo_temperature_unit", "celsius"),
+            http=context.http,
         )
 
     # "Berlin", "Tokyo, 5 days", "北京 3天" and {"place": ..., "days": ...} all work

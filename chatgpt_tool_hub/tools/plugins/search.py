@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ...config import get_typed
 from ..base import Tool
 from ._http import HttpSettings, clean_query, get_json, numbered_results, query_schema
 
@@ -60,13 +59,14 @@ class BingSearchTool(_SearchTool):
         self.market = market
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "BingSearchTool":
+    def from_context(cls, context: Any) -> "BingSearchTool":
+        settings = context.settings
         return cls(
-            get_typed(kwargs, "bing_subscription_key", ""),
-            search_url=get_typed(kwargs, "bing_search_url", BING_URL),
-            top_k_results=get_typed(kwargs, "bing_search_top_k_results", 2),
-            market=get_typed(kwargs, "bing_search_mkt", None),
-            http=HttpSettings.from_config(kwargs),
+            settings.get("bing_subscription_key", ""),
+            search_url=settings.get("bing_search_url", BING_URL),
+            top_k_results=settings.get("bing_search_top_k_results", 2),
+            market=settings.get("bing_search_mkt", None),
+            http=context.http,
         )
 
     def search(self, query: str) -> Iterable[tuple[str, str, str]]:
@@ -96,13 +96,14 @@ class GoogleSearchTool(_SearchTool):
         self.search_url = search_url
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "GoogleSearchTool":
+    def from_context(cls, context: Any) -> "GoogleSearchTool":
+        settings = context.settings
         return cls(
-            get_typed(kwargs, "google_api_key", ""),
-            get_typed(kwargs, "google_cse_id", ""),
-            search_url=get_typed(kwargs, "google_search_url", GOOGLE_URL),
-            top_k_results=get_typed(kwargs, "google_top_k_results", 2),
-            http=HttpSettings.from_config(kwargs),
+            settings.get("google_api_key", ""),
+            settings.get("google_cse_id", ""),
+            search_url=settings.get("google_search_url", GOOGLE_URL),
+            top_k_results=settings.get("google_top_k_results", 2),
+            http=context.http,
         )
 
     def search(self, query: str) -> Iterable[tuple[str, str, str]]:
@@ -132,12 +133,13 @@ class SearxngSearchTool(_SearchTool):
         self.language = language
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "SearxngSearchTool":
+    def from_context(cls, context: Any) -> "SearxngSearchTool":
+        settings = context.settings
         return cls(
-            get_typed(kwargs, "searxng_search_host", ""),
-            top_k_results=get_typed(kwargs, "searxng_search_top_k_results", 2),
-            language=get_typed(kwargs, "searxng_search_language", None),
-            http=HttpSettings.from_config(kwargs),
+            settings.get("searxng_search_host", ""),
+            top_k_results=settings.get("searxng_search_top_k_results", 2),
+            language=settings.get("searxng_search_language", None),
+            http=context.http,
         )
 
     def _run(self, query: str, **_ignored: Any) -> str:

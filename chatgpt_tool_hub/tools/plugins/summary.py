@@ -16,12 +16,12 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from ...config import get_typed
 from ...errors import ConfigError, LLMError, ModelFeedbackError, RunError, ToolExecutionError, ToolInputError
 from ...llm.base import call_llm
-from ...llm.build import NO_LLM_HELP, build_llm
+from ...llm.build import NO_LLM_HELP
 from ...llm.tokens import count_tokens, truncate_to_tokens
 from ..base import Tool, ToolContext
+from ..context import AppContext, pure_context
 
 __all__ = ["SummaryTool", "split_text", "SYSTEM_PROMPT", "SINGLE_PROMPT", "MAP_PROMPT", "COMBINE_PROMPT"]
 
@@ -108,27 +108,28 @@ class SummaryTool(Tool):
 
     def __init__(self, *, max_segment_length: int = 2500, max_segments: int = 30, parallel: int = 4,
                  max_file_bytes: int = 2_000_000, workspace_dir: str = "./workspace",
-                 config: dict[str, Any] | None = None, llm: Any = None):
+                 app: AppContext | None = None, llm: Any = None):
         self.max_segment_length = max(100, int(max_segment_length))
         self.max_segments = max(1, int(max_segments))
         self.parallel = max(1, int(parallel))
         self.max_file_bytes = max(1000, int(max_file_bytes))
         self.workspace_dir = workspace_dir
-        self.config = dict(config or {})
+        self.app = app  # builds the url-get tool and, outside an engine, the LLM
         self._llm = llm
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "SummaryTool":
+    def from_context(cls, context: AppContext) -> "SummaryTool":
+        settings = context.settings
         return cls(
-            max_segment_length=get_typed(kwargs, "summary_max_segment_length", 2500),
-            max_segments=get_typed(kwargs, "summary_max_segments", 30),
-            parallel=get_typed(kwargs, "summary_parallel", 4),
-            max_file_bytes=get_typed(kwargs, "summary_max_file_bytes", 2_000_000),
-            workspace_dir=get_typed(kwargs, "workspace_dir", "./workspace"),
-            config=kwargs,
+            max_segment_length=settings.get("summary_max_segment_length", 2500),
+            max_segments=settings.get("summary_max_segments", 30),
+            parallel=settings.get("summary_parallel", 4),
+            max_file_bytes=settings.get("summary_max_file_bytes", 2_000_000),
+            workspace_dir=str(context.workspace),
+            app=context,
         )
 
-    def __repr__(self) -> str:  # self.config may hold keys
+    def __repr__(self) -> str:
         return f"<SummaryTool {self.name!r}>"
 
     # ---- the run ----------------------------------------------------------------------
@@ -183,7 +184,7 @@ class SummaryTool(Tool):
             return context.llm
         if self._llm is None:
             try:
-                self._llm = build_llm(self.config)
+                self._llm = (self.app or pure_context({})).build_llm()
             except ConfigError:
                 raise ToolExecutionError("the summary tool needs an LLM, and none is configured.\n"
                                          + NO_LLM_HELP) from None
@@ -261,11 +262,9 @@ class SummaryTool(Tool):
         return data.decode("utf-8-sig", errors="replace")
 
     def _fetch_url(self, url: str) -> str:
-        from chatgpt_tool_hub.tools.tool_register import main_tool_register  # built lazily, at call time
-
-        config = {**self.config, "url_get_use_summary": False}  # url-get must not call summary back
-        try:
-            getter = main_tool_register.build("url-get", **config)
+        try:  # the app's own url-get (its registry, its settings), built at call time
+            getter = (self.app or pure_context({})).build_tool("url-get")
+            getter.use_summary = False  # url-get must not call summary back
         except Exception as exc:
             raise ToolExecutionError(f"could not fetch {url}: the url-get tool is unavailable "
                                      f"({type(exc).__name__}: {str(exc)[:200]})") from None

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, Mapping
 from urllib.parse import quote
 
-from ...config import get_typed
 from ...errors import ToolExecutionError
 from ..base import Tool
 from ._http import HttpSettings, clean_query, get_json, query_schema
@@ -35,13 +34,14 @@ class WikipediaTool(Tool):
         self.http = http or HttpSettings()
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "WikipediaTool":
+    def from_context(cls, context: Any) -> "WikipediaTool":
+        settings = context.settings
         return cls(
-            api_url=get_typed(kwargs, "wikipedia_api_url", None),
-            lang=get_typed(kwargs, "wikipedia_lang", "en"),
-            top_k_results=get_typed(kwargs, "wikipedia_top_k_results", 2),
-            max_chars=get_typed(kwargs, "wikipedia_max_chars", 4000),
-            http=HttpSettings.from_config(kwargs),
+            api_url=settings.get("wikipedia_api_url", None),
+            lang=settings.get("wikipedia_lang", "en"),
+            top_k_results=settings.get("wikipedia_top_k_results", 2),
+            max_chars=settings.get("wikipedia_max_chars", 4000),
+            http=context.http,
         )
 
     def _get(self, params: dict) -> Mapping[str, Any]:

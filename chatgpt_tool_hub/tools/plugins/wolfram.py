@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import get_typed
 from ...errors import ToolExecutionError
 from ..base import Tool
 from ._http import HttpSettings, clean_query, fetch, query_schema
@@ -39,12 +38,13 @@ class WolframAlphaTool(Tool):
         self.http = http or HttpSettings()
 
     @classmethod
-    def from_config(cls, **kwargs: Any) -> "WolframAlphaTool":
+    def from_context(cls, context: Any) -> "WolframAlphaTool":
+        settings = context.settings
         return cls(
-            get_typed(kwargs, "wolfram_alpha_appid", ""),
-            url=get_typed(kwargs, "wolfram_alpha_url", LLM_API_URL),
-            max_chars=get_typed(kwargs, "wolfram_alpha_max_chars", 3000),
-            http=HttpSettings.from_config(kwargs),
+            settings.get("wolfram_alpha_appid", ""),
+            url=settings.get("wolfram_alpha_url", LLM_API_URL),
+            max_chars=settings.get("wolfram_alpha_max_chars", 3000),
+            http=context.http,
         )
 
     @property

@@ -12,32 +12,34 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping, Sequence
 
-from ..config import get_typed
-from ..engine.conversation import DEFAULT_SESSION, ConversationApp, FileAnnouncer
+from ..config import SETTINGS, get_typed
 from ..errors import ConfigError, UserError
 from ..events import Event
 from ..llm.base import LLM, Message
+from ..planner.catalog import Catalog, load_catalog
+from ..planner.pipeline import PlannerSettings, Request, RunControl, iter_request
+from ..planner.results import PlanResult
+from ..planner.select import SELECTION_MODES, ModelSelector
+from ..planner.workers import DaemonPool
 from ..tools.base import Tool
-from .catalog import Catalog, load_catalog
-from .pipeline import PlannerSettings, Request, RunControl, iter_request
-from .results import PlanResult
-from .select import SELECTION_MODES, ModelSelector
-from .workers import DaemonPool
+from ..tools.context import AppContext
+from .conversation import DEFAULT_SESSION, ConversationApp, FileAnnouncer
 
 __all__ = ["PlannerApp", "CONFIG_KEYS"]
 
 log = logging.getLogger("chatgpt_tool_hub.planner")
 Callback = Callable[[Event], None]
 
-# config key -> (constructor argument, default)
-CONFIG_KEYS: dict[str, tuple[str, Any]] = {
-    "planner_max_tasks": ("max_tasks", 20),
-    "planner_max_workers": ("max_workers", 4),
-    "planner_task_timeout": ("task_timeout", 120.0),
-    "planner_model_selection": ("model_selection", "llm"),
-    "planner_top_k": ("top_k", 5),
-    "memory_max_tokens": ("memory_max_tokens", 2000),
+# config key -> constructor argument; the defaults are the configuration table's (config.SETTINGS)
+CONFIG_KEYS: dict[str, str] = {
+    "planner_max_tasks": "max_tasks",
+    "planner_max_workers": "max_workers",
+    "planner_task_timeout": "task_timeout",
+    "planner_model_selection": "model_selection",
+    "planner_top_k": "top_k",
+    "memory_max_tokens": "memory_max_tokens",
 }
+_DEFAULTS = PlannerSettings()
 
 
 class PlannerApp(ConversationApp):
@@ -45,11 +47,14 @@ class PlannerApp(ConversationApp):
 
     app_type = "planner"
 
-    def __init__(self, llm: LLM, tools: Sequence[Tool] = (), *, max_tasks: int = 20, max_workers: int = 4,
-                 task_timeout: float | None = 120.0, model_selection: str = "llm", top_k: int = 5,
+    def __init__(self, llm: LLM, tools: Sequence[Tool] = (), *, max_tasks: int = _DEFAULTS.max_tasks,
+                 max_workers: int = _DEFAULTS.max_workers, task_timeout: float | None = _DEFAULTS.task_timeout,
+                 model_selection: str = _DEFAULTS.model_selection, top_k: int = _DEFAULTS.top_k,
                  catalog: Catalog | str | Sequence[Mapping[str, Any]] | None = None, callbacks: Sequence[Callback] = (),
-                 memory_max_tokens: int = 2000, approve: Callable[[str, Any], bool] | None = None,
-                 bot_name: str = "LLM-OS", embedder: Any = None, file_announcer: FileAnnouncer | None = None):
+                 memory_max_tokens: int = SETTINGS["memory_max_tokens"].default,
+                 approve: Callable[[str, Any], bool] | None = None, bot_name: str = _DEFAULTS.bot_name,
+                 embedder: Any = None, file_announcer: FileAnnouncer | None = None,
+                 context: AppContext | None = None, budget_limits: tuple[int | None, int | None] = (None, None)):
         _check_int("planner_max_tasks", max_tasks)
         _check_int("planner_max_workers", max_workers)
         if task_timeout is not None and (isinstance(task_timeout, bool) or not isinstance(task_timeout, (int, float))
@@ -61,15 +66,16 @@ class PlannerApp(ConversationApp):
                 raise UserError(f"PlannerApp takes Tool objects, got {tool!r}; tool names are resolved by "
                                 f"AppFactory.create_app(app_type='planner', tools_list=[...])")
         if model_selection == "embedding" and embedder is None:
-            from .embedding import require_embedding_model
+            from ..planner.embedding import require_embedding_model
 
             require_embedding_model()  # fail now, with the pip command, not at the first request
         super().__init__(llm, tools, memory_max_tokens=memory_max_tokens, approve=approve, callbacks=callbacks,
-                         file_announcer=file_announcer)
+                         file_announcer=file_announcer, context=context, budget_limits=budget_limits)
         self.catalog = load_catalog(catalog)
         self.selector = ModelSelector(self.catalog, model_selection, top_k, embedder=embedder)
         self.settings = PlannerSettings(max_tasks=max_tasks, max_workers=max_workers,
-                                        task_timeout=float(task_timeout) if task_timeout else None, bot_name=bot_name)
+                                        task_timeout=float(task_timeout) if task_timeout else None, bot_name=bot_name,
+                                        model_selection=model_selection, top_k=top_k)
         self._active: set[RunControl] = set()
         self._pool = DaemonPool(f"planner-{id(self):x}")  # task threads, reused across requests
         self._closed = False
@@ -80,8 +86,8 @@ class PlannerApp(ConversationApp):
         ``planner_model_selection``, ``planner_top_k``, ``planner_task_timeout``, ``memory_max_tokens``,
         ``planner_catalog``); ``kwargs`` (callbacks, approve, ...) go to the constructor."""
         arguments: dict[str, Any] = {}
-        for key, (name, default) in CONFIG_KEYS.items():
-            arguments[name] = get_typed(config, key, default)
+        for key, name in CONFIG_KEYS.items():
+            arguments[name] = get_typed(config, key, SETTINGS[key].default)
         mode = str(arguments["model_selection"]).strip().lower()
         if mode not in SELECTION_MODES:
             raise ConfigError(f"planner_model_selection must be one of {', '.join(SELECTION_MODES)}, not "
@@ -119,7 +125,7 @@ class PlannerApp(ConversationApp):
         with self._lock:
             request = Request(self.llm, dict(self._tools), self.selector, self.settings, query, history,
                               session_id=session_id, stream=stream, control=control, approve=self.approve,
-                              pool=self._pool)
+                              pool=self._pool, budget=self._new_budget(), redactor=self.context.redactor)
             self._active.add(control)
         try:
             return (yield from iter_request(request))

@@ -17,16 +17,18 @@ import threading
 import uuid
 from typing import Any, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 
+from ..engine.budget import Budget
+from ..engine.memory import ConversationMemory, normalize_history, trim_to_budget
+from ..engine.prompts import detect_language
 from ..errors import UserError
 from ..events import Event
 from ..llm.base import LLM, Message
 from ..tools.base import Tool
-from .memory import ConversationMemory, normalize_history, trim_to_budget
-from .prompts import detect_language
+from ..tools.context import AppContext
 
 __all__ = ["ConversationApp", "notify", "DEFAULT_SESSION", "CALL_SESSION_PREFIX", "FileAnnouncer"]
 
-log = logging.getLogger("chatgpt_tool_hub.engine")
+log = logging.getLogger("chatgpt_tool_hub.apps")
 Callback = Callable[[Event], None]
 DEFAULT_SESSION = "default"
 CALL_SESSION_PREFIX = "call-"  # sessions made for one call with chat_history and no session_id
@@ -53,8 +55,13 @@ class ConversationApp:
 
     def __init__(self, llm: LLM, tools: Sequence[Tool] = (), *, memory_max_tokens: int = 2000,
                  approve: Callable[[str, Any], bool] | None = None, callbacks: Sequence[Callback] = (),
-                 file_announcer: FileAnnouncer | None = None):
+                 file_announcer: FileAnnouncer | None = None, context: AppContext | None = None,
+                 budget_limits: tuple[int | None, int | None] = (None, None)):
         self.llm = llm
+        # the app's context (registry, model manager, redactor, workspace, settings); an app built
+        # without the factory gets an empty one: no settings, nothing to redact, the default workspace
+        self.context = context if context is not None else AppContext(llm=llm)
+        self.budget_limits = budget_limits  # (max LLM calls, max tool calls) per question, tree-wide
         self._tools: dict[str, Tool] = {t.name: t for t in tools}
         self.memory_max_tokens = memory_max_tokens
         self.approve = approve
@@ -154,6 +161,10 @@ class ConversationApp:
                 log.debug("closing %s failed", tool.name, exc_info=True)
 
     # ---- internals -----------------------------------------------------------------------
+
+    def _new_budget(self) -> Budget:
+        """The budget of one question, shared by everything that works on it."""
+        return Budget(max_llm_calls=self.budget_limits[0], max_tool_calls=self.budget_limits[1])
 
     def _execute(self, query: str, history: list[Message], session_id: str,
                  stream: bool) -> Generator[Event, None, Any]:  # pragma: no cover - abstract
