@@ -1,17 +1,18 @@
 """``tool-hub``: ask, the LLM-OS terminal, run one tool, list tools, offline demo.
 
-The rich view is an observer of the engine's events; library code never prints.
+The view (``console``: event panels, the approval prompt, the tool table) is an
+observer of the engine's events; library code never prints.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
 from . import __version__
+from .console import EventView, console_approver, make_console, print_tools
 from .errors import ConfigError, RunError, ToolHubError, UserError
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 2
@@ -27,106 +28,7 @@ HELP = """Commands:
   /exit         leave (Ctrl-D works too)"""
 
 
-# ---- the view: renders events ------------------------------------------------------
-
-
-class EventView:
-    """Renders engine events as panels; streams tokens in a transient live area."""
-
-    def __init__(self, console, *, verbose: bool = True):
-        self.console = console
-        self.verbose = verbose
-        self._live = None
-        self._buffer = ""
-
-    def __call__(self, event) -> None:
-        kind = event.kind
-        if kind == "token":
-            if self.verbose:
-                self._token(event.text)
-            return
-        self._stop_live()
-        if kind == "answer":
-            self._answer(event)
-        elif self.verbose:
-            self._panel(event)
-
-    def close(self) -> None:
-        self._stop_live()
-
-    def _token(self, text: str) -> None:
-        from rich.live import Live
-        from rich.text import Text
-
-        self._buffer += text
-        if self._live is None:
-            self._live = Live(Text(self._buffer, style="dim"), console=self.console, transient=True,
-                              refresh_per_second=12)
-            self._live.start()
-        else:
-            self._live.update(Text(self._buffer[-2000:], style="dim"))
-
-    def _stop_live(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-        self._buffer = ""
-
-    def _panel(self, event) -> None:
-        from rich.panel import Panel
-        from rich.text import Text
-
-        indent = "  " * event.depth
-        if event.kind == "thought":
-            body, title, style = Text(event.text), "Thought", "cyan"
-        elif event.kind == "action":
-            shown = event.tool_input if isinstance(event.tool_input, str) else json.dumps(
-                event.tool_input, ensure_ascii=False, indent=2)
-            body, title, style = Text(f"{event.tool}\n{shown}"), "Action", "yellow"
-        elif event.kind == "observation":
-            text = event.observation if len(event.observation) < 3000 else event.observation[:3000] + "\n..."
-            body, title, style = Text(text), f"Observation ({event.tool})", "green"
-        elif event.kind == "error":
-            body, title, style = Text(event.message), "Format problem, asking the model again", "red"
-        else:
-            return
-        self.console.print(Panel(body, title=f"{indent}{title}", title_align="left", border_style=style))
-
-    def _answer(self, event) -> None:
-        from rich.markdown import Markdown
-        from rich.panel import Panel
-
-        if self.verbose:
-            note = "" if event.stopped_by == "answer" else f" (stopped by {event.stopped_by.replace('_', ' ')})"
-            self.console.print(Panel(Markdown(event.text), title=f"AI{note}", title_align="left",
-                                     border_style="bold magenta"))
-        else:
-            # the answer exactly as the model wrote it: never hard-wrapped at the console width
-            self.console.print(event.text, markup=False, highlight=False, soft_wrap=True)
-
-
 # ---- commands ----------------------------------------------------------------------------
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False)
-
-
-def _approver(console) -> Callable[[str, Any], bool]:
-    def approve(tool_name: str, tool_input: Any) -> bool:
-        from rich.prompt import Confirm
-
-        from rich.markup import escape
-
-        shown = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, ensure_ascii=False)
-        # escaped: what is approved must be shown exactly ("ls [abc]*" is not rich markup)
-        console.print(f"[bold red]{escape(str(tool_name))}[/] wants to run with input:\n{escape(shown)}",
-                      markup=True, highlight=False)
-        return Confirm.ask("Allow?", console=console, default=False)
-
-    return approve
 
 
 def _create_app(args, console, **extra: Any):
@@ -138,11 +40,11 @@ def _create_app(args, console, **extra: Any):
     if getattr(args, "depth", None) is not None:
         kwargs["think_depth"] = args.depth
     tools = args.tools.split(",") if getattr(args, "tools", None) else None
-    return AppFactory().create_app(tools_list=tools, approve=_approver(console), **kwargs)
+    return AppFactory().create_app(tools_list=tools, approve=console_approver(console), **kwargs)
 
 
 def cmd_ask(args) -> int:
-    console = _console()
+    console = make_console()
     app = _create_app(args, console)
     view = EventView(console, verbose=args.verbose)
     try:
@@ -155,7 +57,7 @@ def cmd_ask(args) -> int:
 
 
 def cmd_repl(args) -> int:
-    console = _console()
+    console = make_console()
     app = _create_app(args, console)
     _load_readline()
     from rich.markup import escape
@@ -202,7 +104,7 @@ def _repl_command(line: str, app, console) -> bool:
     if name in ("/exit", "/quit"):
         return True
     if name == "/tools":
-        _print_tools(console, [(t.name, t.description, []) for t in app.tools])
+        print_tools(console, [(t.name, t.description, []) for t in app.tools])
     elif name == "/reset":
         app.reset()
         console.print("conversation forgotten")
@@ -256,29 +158,14 @@ def cmd_tools(args) -> int:
     from .tools.tool_register import main_tool_register
 
     rows = [(e.name, e.description, e.required_keys, e.default) for e in main_tool_register.entries()]
-    _print_tools(_console(), rows)
+    print_tools(make_console(), rows)
     return EXIT_OK
-
-
-def _print_tools(console, rows: Iterable[Sequence[Any]]) -> None:
-    from rich.table import Table
-
-    table = Table(title="tools")
-    table.add_column("name", style="bold")
-    table.add_column("description")
-    table.add_column("keys it needs")
-    table.add_column("default")
-    for row in rows:
-        name, description, keys = row[0], row[1], row[2]
-        default = "yes" if len(row) > 3 and row[3] else ""
-        table.add_row(name, " ".join((description or "").split())[:200], ", ".join(keys) or "-", default)
-    console.print(table)
 
 
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
-    return run_demo(_console(), workspace=args.workspace)
+    return run_demo(make_console(), workspace=args.workspace)
 
 
 # ---- entry point ---------------------------------------------------------------------------------
@@ -311,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func = getattr(args, "func", cmd_repl)
-    err = _console(stderr=True)
+    err = make_console(stderr=True)
     try:
         return func(args)
     except ConfigError as exc:  # soft_wrap: messages stay greppable, never broken mid-phrase

@@ -78,7 +78,7 @@ QUESTIONS = [
 def run_demo(console, workspace: str | None = None) -> int:
     from rich.panel import Panel
 
-    from .cli import EventView
+    from .console import EventView
 
     console.print(Panel(
         "OFFLINE DEMO: the LLM is a scripted controller (chatgpt_tool_hub.testing.ScriptedLLM) that replays\n"

@@ -125,6 +125,6 @@ def test_terminal_asks_before_a_dangerous_tool(server_env, capsys, monkeypatch, 
     server_env.replies = [act("terminal", "touch made-by-terminal"), answer("I was not allowed.")]
     assert cli.main(["--tools", "terminal"]) == 0
     out = capsys.readouterr().out
-    assert "terminal wants to run with input" in out and "I was not allowed." in out
+    assert "terminal wants to run with this input" in out and "I was not allowed." in out
     assert not (tmp_path / "ws" / "made-by-terminal").exists()
     assert "did not approve" in server_env.bodies[1]["messages"][-1]["content"]

@@ -399,15 +399,52 @@ def test_cli_approval_prompt_shows_the_exact_input(monkeypatch):
     from rich.console import Console
     from rich.prompt import Confirm
 
-    from chatgpt_tool_hub import cli
+    from chatgpt_tool_hub.console import console_approver
 
     out = io.StringIO()
     console = Console(file=out, width=200, force_terminal=False)
     monkeypatch.setattr(Confirm, "ask", staticmethod(lambda *a, **k: False))
-    approve = cli._approver(console)
+    approve = console_approver(console)
     for command in ("ls [abc]* && print(x[i])", "echo [/] done", "[bold]rm -rf /tmp/x[/bold]"):
         assert approve("terminal", command) is False
         assert command in out.getvalue()
+
+
+@pytest.mark.parametrize("hidden", [
+    "ls -la\u001b[2K\u001b[1Gtouch /tmp/pwned",          # the escape erases the line and moves the cursor back
+    "ls -la" + "\n" * 60 + "touch /tmp/pwned",           # pushed off the screen by empty lines
+    "ls -la\rtouch /tmp/pwned",                           # a carriage return overwrites the start
+    "ls -la #\u202e dewnp/pmt/ hcuot\u202c",              # right-to-left override reverses what is seen
+    "ls\u200b -la\u2060; touch /tmp/pwned",                 # zero-width characters split words
+])
+def test_the_approval_prompt_shows_what_will_run(monkeypatch, hidden):
+    from rich.console import Console
+    from rich.prompt import Confirm
+
+    from chatgpt_tool_hub.console import console_approver
+
+    out = io.StringIO()
+    monkeypatch.setattr(Confirm, "ask", staticmethod(lambda *a, **k: False))
+    console_approver(Console(file=out, width=120, force_terminal=True))("terminal", hidden)
+    shown = out.getvalue()
+    title, body = shown.split("\n", 1)  # the title is styled by the console; the input is printed plain
+    for bad in ("\u001b", "\r", "\u202e", "\u202c", "\u200b", "\u2060"):
+        assert bad not in body, repr(bad)
+    assert "touch" in body or "hcuot" in body
+    assert f"{len(hidden)} characters" in title and f"{hidden.count(chr(10)) + 1} line" in title
+    if "\n" * 60 in hidden:
+        assert "[... 59 empty lines ...]" in body and body.count("\n") < 10
+    else:
+        assert "\\u" in body or "\\x" in body  # the invisible characters are written out
+
+
+def test_a_long_input_is_cut_with_a_marker_that_says_how_much_is_hidden():
+    from chatgpt_tool_hub.console import show_input
+
+    summary, shown = show_input("x" * 10_000, max_chars=1000)
+    assert summary == "10000 characters, 1 line"
+    assert "[... 9000 characters not shown ...]" in shown and len(shown) < 1100
+    assert show_input({"code": "print(1)"})[1] == '{\n  "code": "print(1)"\n}'
 
 
 def test_cli_repl_prints_errors_with_brackets(monkeypatch, capsys, tmp_path):
