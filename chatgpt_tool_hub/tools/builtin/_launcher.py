@@ -105,6 +105,8 @@ def _reap():
 
 
 def _start(argv):
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # as a shell starts programs: Python ignores these
+        signal.signal(sig, signal.SIG_DFL)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:
