@@ -225,8 +225,8 @@ class PythonTool(Tool):
         if sig == "SIGXCPU":
             why = f"used up its CPU time ({self.max_cpu_seconds:g} s over its life) and was stopped"
         elif sig == "SIGKILL":
-            why = (f"was killed (SIGKILL), probably for using too much memory "
-                   f"(python_max_memory_mb={self.max_memory_mb})")
+            why = (f"was killed (SIGKILL): it may have used too much memory "
+                   f"(python_max_memory_mb={self.max_memory_mb}), or the code killed it or its parent process")
         elif sig:
             why = f"crashed ({sig})"
         else:
