@@ -180,10 +180,10 @@ def test_a_forged_reply_does_not_outlive_the_next_call(tmp_path):
 # ---- the parent ---------------------------------------------------------------------------
 
 _PARENT = textwrap.dedent("""\
-    import sys, time
+    import os, sys, time
     from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
     py = PythonTool(workspace_dir=sys.argv[1], timeout=5)
-    print(py.run(sys.argv[2]), flush=True)
+    print(py.run(sys.argv[2].replace("APP_PID", str(os.getpid()))), flush=True)
     print("parent survived", flush=True)
     py.close()
     """)
@@ -195,7 +195,7 @@ def test_a_dead_parent_leaves_no_worker_or_background_child(tmp_path, leftovers)
     code = ("import os, subprocess, sys\n"
             f"p = subprocess.Popen([sys.executable, '-c', {_SLEEPER!r}], start_new_session=True)\n"
             f"open({str(marker)!r}, 'w').write('%d %d' % (os.getpid(), p.pid))\n"
-            "os.kill(os.getppid(), 9)\n")
+            "os.kill(APP_PID, 9)\n")
     proc = subprocess.run([sys.executable, "-c", _PARENT, str(tmp_path / "ws"), code], capture_output=True,
                           text=True, timeout=60, cwd=str(Path(__file__).resolve().parents[1]))
     assert proc.returncode == -signal.SIGKILL

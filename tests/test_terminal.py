@@ -72,6 +72,11 @@ def test_background_jobs_end_with_the_command(term, workspace):
         pytest.fail("the background job outlived the command")
 
 
+def test_commands_start_with_default_signal_handling(term):
+    """SIGPIPE ends a writer whose reader left, as in a shell (Python's launcher ignores it for itself)."""
+    assert term.run("yes | head -n 1") == "y"
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]

@@ -15,7 +15,8 @@ travels in a frame: file descriptors 1 and 2 are the parent's output pipe
 writes to the protocol descriptors on purpose can: it runs in this process).
 Before each call fds 1 and 2 and ``sys.stdout``/``sys.stderr`` are put back, in
 case the previous code redirected or closed them. End of file on ``REQ_FD``
-(the parent is gone) ends the worker and every process the code started.
+(the parent is gone) ends the worker; the launcher's supervisor, whose child
+this process is, then kills every process the code started.
 
 Without arguments (Windows, which has no fd passing) the worker runs the code
 read from stdin once and exits with 0 (ran), 1 (raised or did not compile) or
@@ -76,19 +77,6 @@ def serve(req_fd, resp_fd):
             _write_frame(resp_fd, {"status": status, "code": code})
     except OSError:  # the parent is gone (broken pipe), or the code closed the protocol pipes
         return EXIT_PROTOCOL_LOST
-    finally:
-        _end_children()
-
-
-def _end_children():
-    """The parent is gone: end what the code started (the launcher made this process a subreaper)."""
-    try:
-        import runpy
-
-        launcher = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launcher.py"))
-        launcher["end_children"]()
-    except BaseException:
-        pass
 
 
 def _setup():

@@ -7,7 +7,7 @@ timeout plus one second) and no core dumps. A wall-clock timeout kills the whole
 process tree with ``SIGKILL`` (:func:`kill_tree`: the process group, and on
 Linux every descendant, also those that left the group with ``setsid``), and
 so does the end of the command: nothing it started in the background outlives
-it. stdout and stderr are merged into one pipe and
+it, also when it kills its supervisor or the application dies. stdout and stderr are merged into one pipe and
 read with a selector loop that keeps at most about ``2 * max_output_chars``
 characters (head and tail) while draining and discarding the middle, so a child
 that prints 100 MB costs the parent time, not memory. Input goes through stdin,
@@ -17,18 +17,21 @@ written in the same loop, so neither side can deadlock on a full pipe.
 escape sequences and other control characters from output meant for an LLM.
 
 The limits are applied by a tiny launcher (``python -I -S _launcher.py ...``)
-that sets them, makes itself a child subreaper (Linux: orphans stay in its
-tree instead of moving to init) and then runs the command, instead of a
-``preexec_fn``, which is not safe when the parent has threads.
+instead of a ``preexec_fn``, which is not safe when the parent has threads. On
+Linux it stays as the command's supervisor, with a second process (the
+keeper) as the command's parent: both are child subreapers (orphans stay in
+their tree instead of moving to init) and watch each other, the supervisor
+watches a pipe from this process, and whichever way the command, the keeper,
+the supervisor or this process ends, what is left of the tree is killed.
 
 **This is not a security boundary.** Process isolation with rlimits stops
 accidents: runaway loops, memory bombs, floods of output, code that reads
 ``os.environ`` looking for keys. It does not stop a determined attacker: the
 child runs as the same user, can read and write every file that user can, open
-network connections, leave the process tree with some effort (undo the
-subreaper setting, or kill the launcher that holds the tree together, then
-daemonize) and so outlive the timeout, signal the application itself, or fork
-many processes. Run the whole application in a container,
+network connections, leave the process tree with some effort (stop or kill
+both processes that hold the tree together, ask a daemon outside the tree to
+start something: ``at``, ``systemd-run --user``) and so outlive the timeout,
+signal the application itself, or fork many processes. See docs/security.md. Run the whole application in a container,
 VM or dedicated low-privilege account when the code it runs is untrusted.
 
 POSIX only for the limits. On Windows the command still runs in a separate
@@ -40,7 +43,6 @@ without rlimits, process-group kill or the streaming output cap (see
 from __future__ import annotations
 
 import codecs
-import json
 import os
 import re
 import shutil
@@ -49,16 +51,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from ...textutil import strip_control
-from ._launcher import descendants
+from ._launcher import descendants, processes
 
 __all__ = ["SandboxResult", "run_sandboxed", "spawn_limited", "rlimits", "kill_group", "kill_tree",
-           "kill_child_tree", "scrubbed_env",
+           "kill_child_tree", "release", "scrubbed_env",
            "truncate_middle", "describe_signal", "strip_control", "OutputCollector"]
 
 _POSIX = os.name == "posix"
@@ -184,9 +187,10 @@ def run_sandboxed(
 
 # ---- POSIX ---------------------------------------------------------------------
 
-# The first thing a sandboxed child runs: sets the limits, makes itself a child
-# subreaper, then becomes the command ("exec") or runs it and ends what it left
-# behind ("supervise"). See _launcher.py.
+# The first thing a sandboxed child runs: sets the limits, then becomes the
+# command ("exec", a child subreaper), or stays as its supervisor and ends what
+# it left behind, also when the command or the application dies ("supervise",
+# Linux). See _launcher.py.
 _LAUNCHER = str(Path(__file__).with_name("_launcher.py"))
 _LINUX = sys.platform.startswith("linux")
 _TREE_ROUNDS = 5  # kill_tree: how often to look again for children forked while looking
@@ -218,18 +222,53 @@ def spawn_limited(argv: Sequence[str], *, cwd: str | os.PathLike, env: Mapping[s
                   max_memory_mb: int | None = None, supervise: bool = False, **popen_kwargs) -> subprocess.Popen:
     """Start ``argv`` (POSIX) in a new session under :func:`rlimits`; the caller owns the process.
 
-    The process is a child subreaper (Linux), so what it starts stays in its
-    tree even after ``setsid``. ``supervise`` runs ``argv`` as a child of the
-    launcher, which kills whatever ``argv`` left behind when it ends;
-    otherwise the launcher becomes ``argv``. ``popen_kwargs`` go to
-    :class:`subprocess.Popen` (``stdin``, ``stdout``, ``stderr``,
-    ``pass_fds``...). End it with :func:`kill_child_tree` and ``wait()``.
+    With ``supervise`` (Linux) the returned process is a supervisor that runs
+    ``argv`` below a second one (the *keeper*); both are child subreapers and
+    watch each other, and the supervisor watches a pipe whose write end only
+    this process holds. Whatever ends the command (it exits, an rlimit, it
+    kills its parent) or this process (its exit, ``SIGKILL``,
+    :func:`release`), every process the command started is killed: also
+    those that left the group with ``setsid`` and double-forked daemons, which
+    stay in the tree because orphans are re-parented to the keeper. The
+    supervisor exits with the command's status. Without ``supervise`` (or not
+    on Linux) the launcher becomes ``argv`` (a child subreaper on Linux).
+    ``popen_kwargs`` go to :class:`subprocess.Popen` (``stdin``, ``stdout``,
+    ``stderr``, ``pass_fds``...). End it with :func:`kill_child_tree` and
+    ``wait()``.
     """
     mode = "supervise" if supervise and _LINUX else "exec"
-    launcher = [sys.executable, "-I", "-S", _LAUNCHER, mode, json.dumps(rlimits(cpu_seconds, max_memory_mb))]
-    return subprocess.Popen(launcher + list(argv), cwd=os.fspath(cwd), env=dict(env),
-                            start_new_session=True,  # own session and process group: killpg reaches children
-                            close_fds=True, **popen_kwargs)
+    pass_fds = tuple(popen_kwargs.pop("pass_fds", ()))
+    watch_r = watch_w = None
+    if mode == "supervise":  # the supervisor sees end of file on watch_r when this process is gone
+        watch_r, watch_w = os.pipe()
+        pass_fds += (watch_r,)
+    limits = ",".join(f"{name}={soft}:{hard}" for name, (soft, hard) in rlimits(cpu_seconds, max_memory_mb).items())
+    launcher = [sys.executable, "-I", "-S", _LAUNCHER, mode, limits or "-", "-" if watch_r is None else str(watch_r)]
+    try:
+        proc = subprocess.Popen(launcher + list(argv), cwd=os.fspath(cwd), env=dict(env),
+                                start_new_session=True,  # own session and process group: killpg reaches children
+                                close_fds=True, pass_fds=pass_fds, **popen_kwargs)
+    except BaseException:
+        if watch_w is not None:
+            os.close(watch_w)
+        raise
+    finally:
+        if watch_r is not None:
+            os.close(watch_r)
+    if watch_w is not None:  # closed by release(), kill_child_tree(), garbage collection or exit
+        proc._tool_hub_watch = weakref.finalize(proc, os.close, watch_w)  # type: ignore[attr-defined]
+    return proc
+
+
+def release(proc: subprocess.Popen) -> None:
+    """Close this side of a supervised process's watch pipe: its supervisor kills the tree and exits.
+
+    Safe to call more than once and from any thread; nothing for processes
+    started without ``supervise``.
+    """
+    watch = getattr(proc, "_tool_hub_watch", None)
+    if watch is not None:
+        watch()
 
 
 def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_memory_mb: int | None,
@@ -289,6 +328,7 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
         if proc.poll() is None:  # an exception above: never leave the child running
             kill_child_tree(proc)
             proc.wait()
+        release(proc)
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 _close_quietly(stream)
@@ -346,41 +386,71 @@ def kill_tree(pid: int) -> None:
 
     Descendants are found through the parent links in /proc, so processes that
     left the group (``setsid``, ``start_new_session``) are found too, and the
-    launcher made ``pid`` a subreaper, so double-forked daemons are still below
-    it. Everything found is stopped first (``SIGSTOP``), so that nothing forks
-    while the tree is read, then killed. Quiet for processes already gone.
-    ``pid`` must not have been reaped yet (see :func:`kill_child_tree`).
+    launcher keeps orphans below ``pid`` (child subreapers), so double-forked
+    daemons are still there. Everything found is stopped first (``SIGSTOP``),
+    so that nothing forks while the tree is read, then killed. Quiet for
+    processes already gone. ``pid`` must not have been reaped yet (see
+    :func:`kill_child_tree`).
     """
-    if not _LINUX:
+    if _LINUX:
+        _stop_and_kill(pid, lambda: descendants(pid))
+    else:
         kill_group(pid)
-        return
-    found = descendants(pid)  # look once before stopping anything: if looking fails, nothing stays stopped
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _group_tree(pgid: int) -> set[int]:
+    """The members of process group ``pgid`` and every process below them (Linux /proc)."""
+    table = processes()
+    members = {pid for pid, (_, group) in table.items() if group == pgid}
+    return members | descendants(members, table) if members else set()
+
+
+def _stop_and_kill(pgid: int, find) -> None:
+    """``SIGSTOP`` group ``pgid`` and what ``find()`` returns (again until nothing new), then ``SIGKILL`` all."""
+    found = find()  # look once before stopping anything: if looking fails, nothing stays stopped
     stopped: set[int] = set()
     try:
-        kill_group(pid, signal.SIGSTOP)
+        kill_group(pgid, signal.SIGSTOP)
         for _ in range(_TREE_ROUNDS):
             for child in found - stopped:
                 _signal(child, signal.SIGSTOP)
             stopped |= found
-            found = descendants(pid)
+            found = find()
             if found <= stopped:
                 break
     finally:  # whatever happened while looking: never leave anything stopped
-        kill_group(pid)
+        kill_group(pgid)
         for child in stopped:
             _signal(child, signal.SIGKILL)
 
 
 def kill_child_tree(proc: subprocess.Popen) -> None:
-    """:func:`kill_tree` for a child process, or only its group once it has been reaped.
+    """:func:`kill_tree` for a child process, then :func:`release` it.
 
-    After ``wait()`` its pid may belong to an unrelated process, whose tree must
-    not be touched; the group id stays reserved while the group has members.
+    Once it has been reaped (``wait()``), its pid may belong to an unrelated
+    process, whose tree must not be touched: what is killed then is its
+    process group (the id stays reserved while the group has members) and, on
+    Linux, everything below the group's members. That ends the tree of a
+    supervisor that was killed: its keeper and the command are in its group,
+    and the keeper holds the rest.
     """
-    if proc.returncode is None:
-        kill_tree(proc.pid)
-    else:
-        kill_group(proc.pid)
+    try:
+        if proc.returncode is None:
+            kill_tree(proc.pid)
+        elif _LINUX and _group_alive(proc.pid):  # usually not: the supervisor ended its tree
+            _stop_and_kill(proc.pid, lambda: _group_tree(proc.pid))
+        else:
+            kill_group(proc.pid)
+    finally:
+        release(proc)
 
 
 def _signal(pid: int, sig: int) -> None:

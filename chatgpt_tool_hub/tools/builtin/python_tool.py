@@ -9,9 +9,11 @@ used first); ``reset(session)``, ``close()`` and interpreter exit stop them.
 Workers run under :func:`._sandbox.spawn_limited` (own process group,
 ``RLIMIT_AS``, a lifetime ``RLIMIT_CPU`` backstop, no core dumps, scrubbed
 environment, the workspace as working directory and ``HOME``, a private
-``TMPDIR``). The wall timeout kills the whole process tree with ``SIGKILL``
-(the group and, on Linux, children that left it with ``setsid``); the next call
-starts a fresh worker. Requests and replies are length-prefixed JSON frames on
+``TMPDIR``), on Linux below a supervisor that ends every process the code
+started when the worker ends (``os._exit``, an rlimit, a crash), when the code
+kills the worker's parent, and when the application dies. The wall timeout
+kills the whole process tree with ``SIGKILL`` (the group and, on Linux,
+children that left it with ``setsid``); the next call starts a fresh worker. Requests and replies are length-prefixed JSON frames on
 private pipes; printed output travels on a separate pipe read with a cap, so
 neither ``os.write(1, ...)`` nor a 100 MB print can corrupt the protocol or
 fill the parent's memory. See docs/tools/python.md.
@@ -139,7 +141,11 @@ class PythonTool(Tool):
         self._pool.retire(None)
 
     def worker_pids(self) -> dict[str, int]:
-        """``{session_id: pid}`` of the running workers (for tests and diagnostics)."""
+        """``{session_id: pid}`` of the process that holds each running worker (for tests and diagnostics).
+
+        On Linux that is the worker's supervisor (the worker is its grandchild);
+        killing it ends the worker and every process the worker started.
+        """
         return self._pool.pids()
 
     # ---- running ---------------------------------------------------------------------
@@ -219,8 +225,8 @@ class PythonTool(Tool):
         if sig == "SIGXCPU":
             why = f"used up its CPU time ({self.max_cpu_seconds:g} s over its life) and was stopped"
         elif sig == "SIGKILL":
-            why = (f"was killed (SIGKILL), probably for using too much memory "
-                   f"(python_max_memory_mb={self.max_memory_mb})")
+            why = (f"was killed (SIGKILL): it may have used too much memory "
+                   f"(python_max_memory_mb={self.max_memory_mb}), or the code killed it or its parent process")
         elif sig:
             why = f"crashed ({sig})"
         else:
@@ -255,7 +261,7 @@ class _Worker:
         try:
             proc = spawn_limited([sys.executable, "-I", _WORKER, str(req_r), str(resp_w)], cwd=workspace,
                                  env=scrubbed_env(_CHILD_ENV, home=workspace, tmpdir=tmpdir),
-                                 cpu_seconds=cpu_seconds, max_memory_mb=max_memory_mb,
+                                 cpu_seconds=cpu_seconds, max_memory_mb=max_memory_mb, supervise=True,
                                  stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w))
         except BaseException:
             _close_fds(req_w, resp_r, out_r)
