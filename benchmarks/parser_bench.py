@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/parser_bench.py [--corpus PATH] [--seconds S] [--verbose]``
 
-Accuracy is scored on ``shared/corpus/react_outputs.jsonl`` with the comparison the
+Accuracy is scored on ``tests/fixtures/react_outputs.jsonl`` with the comparison the
 tests use: an action must have the same tool and (stripped) input, a finish the same
 (stripped) output, and an expected error must be a parser error. LangChain's
 ``ReActSingleInputOutputParser`` is installed with ``pip install langchain-classic``;
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from chatgpt_tool_hub.engine.parser import Action, Finish, parse_output  # noqa: E402
 from chatgpt_tool_hub.errors import OutputParserError  # noqa: E402
 
-DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "react_outputs.jsonl"
+DEFAULT_CORPUS = ROOT / "tests" / "fixtures" / "react_outputs.jsonl"
 
 
 def ours(text: str) -> tuple:
