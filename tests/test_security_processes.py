@@ -134,7 +134,8 @@ def test_terminal_timeout_ends_children_that_left_the_group(term, leftovers):
 def test_terminal_exit_status_and_signals_still_reported(term):
     assert term.run("exit 3") == "(exit status 3)"
     assert term.run("kill -TERM $$") == "(killed by SIGTERM)"
-    assert "command not found" in term.run("no-such-command-xyz") or "not found" in term.run("no-such-command-xyz")
+    out = term.run("no-such-command-xyz")
+    assert "no-such-command-xyz: " in out and "not found" in out and out.endswith("(exit status 127)"), out
 
 
 # ---- the worker protocol ------------------------------------------------------------------
