@@ -20,18 +20,20 @@ GUARD_SAYS = ". Only public addresses may be fetched."  # the end of every addre
 
 
 class InternalServer:
-    """An HTTP server on 127.0.0.1 (and on ::1 at the same port where IPv6 works) that counts requests."""
+    """An HTTP server on 127.0.0.1 (and one on ::1 where IPv6 works) that counts requests."""
 
     def __init__(self):
         self.hits = 0
         handler = self._handler()
         self.servers = [ThreadingHTTPServer(("127.0.0.1", 0), handler)]
         self.port = self.servers[0].server_address[1]
+        self.v6_port = None
         try:
-            self.servers.append(_V6Server(("::1", self.port), handler))
-            self.ipv6 = True
-        except OSError:
-            self.ipv6 = False
+            self.servers.append(_V6Server(("::1", 0), handler))
+            self.v6_port = self.servers[-1].server_address[1]
+        except OSError:  # no IPv6 on this machine
+            pass
+        self.ipv6 = self.v6_port is not None
         for server in self.servers:
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
@@ -87,7 +89,8 @@ LOOPBACK = [
 
 
 def loopback_url(host: str, server: InternalServer) -> str:
-    return f"http://{host}:{server.port}/"
+    port = server.v6_port if host == "[::1]" else server.port  # [::ffff:127.0.0.1] reaches the IPv4 server
+    return f"http://{host}:{port}/"
 
 
 def assert_refused_by_guard(observation: str, reason: str) -> None:
