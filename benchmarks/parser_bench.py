@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/parser_bench.py [--corpus PATH] [--seconds S] [--verbose]``
 
-Accuracy is scored on ``shared/corpus/react_outputs.jsonl`` with the comparison the
+Accuracy is scored on ``tests/fixtures/react_outputs.jsonl`` with the comparison the
 tests use: an action must have the same tool and (stripped) input, a finish the same
 (stripped) output, and an expected error must be a parser error. LangChain's
 ``ReActSingleInputOutputParser`` is installed with ``pip install langchain-classic``;
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from chatgpt_tool_hub.engine.parser import Action, Finish, parse_output  # noqa: E402
 from chatgpt_tool_hub.errors import OutputParserError  # noqa: E402
 
-DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "react_outputs.jsonl"
+DEFAULT_CORPUS = ROOT / "tests" / "fixtures" / "react_outputs.jsonl"
 
 
 def ours(text: str) -> tuple:
@@ -89,6 +89,27 @@ def speed(read, texts: list[str], seconds: float) -> float:
             return count / elapsed
 
 
+# long hostile outputs (as in tests/test_parser*.py, which only check that parsing ends)
+PATHOLOGICAL = {
+    "'Action: x\\n' x 100k": "Action: x\n" * 100_000,
+    "'{' x 100k": "{" * 100_000,
+    "'Action: t(' + '(' x 100k": "Action: t(" + "(" * 100_000 + ")",
+    "'Action: a' + ' action' x 50k": "Action: a" + " action" * 50_000,
+    "'\\u200b' x 100k + action": "\u200b" * 100_000 + "Action: x",
+    "'Final Answer\\n' x 100k": "Final Answer\n" * 100_000,
+}
+
+
+def pathological_ms(read) -> list[tuple[str, float]]:
+    """Milliseconds per long hostile output."""
+    rows = []
+    for label, text in PATHOLOGICAL.items():
+        started = time.perf_counter()
+        read(text)
+        rows.append((label, (time.perf_counter() - started) * 1000))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -116,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<28} {right:>3}/{len(cases):<3} {100 * right / len(cases):5.1f}% {rate:>12,.0f}")
     if lc is None:
         print("langchain: not installed; to compare, run: pip install langchain-classic")
+    print("long hostile outputs (chatgpt_tool_hub), ms each:")
+    for label, ms in pathological_ms(ours):
+        print(f"  {label:<36} {ms:>9.1f}")
     for name, misses in wrong.items():
         if misses:
             print(f"{name} wrong on: {', '.join(misses)}")

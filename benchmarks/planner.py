@@ -10,6 +10,10 @@
    scan started nothing).
 2. LLM calls per request for a 4-task plan of expert tasks, per selection
    mode, beside HuggingGPT's N + 2 (plan + one selection per task + response).
+3. Refusing an oversized plan: milliseconds to read and reject a 10,000-task
+   plan, as JSON and in Python literal form (goal: well under 2 s each on a
+   slow machine; the tests check only that both are refused, with the right
+   message).
 
     python benchmarks/planner.py
 """
@@ -25,7 +29,7 @@ from chatgpt_tool_hub.apps import PlannerApp
 from chatgpt_tool_hub.planner import Catalog
 from chatgpt_tool_hub.planner.embedding import embedding_model_path
 from chatgpt_tool_hub.planner.execute import DagRun
-from chatgpt_tool_hub.planner.plan import validate_plan
+from chatgpt_tool_hub.planner.plan import PlanFeedback, parse_plan, validate_plan
 from chatgpt_tool_hub.planner.workers import DaemonPool
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import Tool
@@ -207,6 +211,48 @@ def call_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
+# ---- 3. refusing an oversized plan ------------------------------------------------------------------
+
+
+class Upper(Tool):
+    name = "upper"
+    description = "upper-case text"
+
+    def _run(self, text: str) -> str:
+        return text.upper()
+
+
+def oversized_rows() -> list[tuple[str, float]]:
+    items = [{"task": "upper", "id": i, "dep": [i - 1] if i else [-1], "args": {"text": str(i)}}
+             for i in range(10_000)]
+    tools = {"upper": Upper()}
+
+    def as_json() -> None:
+        parsed = parse_plan(json.dumps(items))
+        _, problems = validate_plan(parsed.items, tools, max_tasks=20)
+        assert problems and "10000 tasks" in problems[0], problems
+
+    def as_literal() -> None:
+        try:
+            parse_plan(str(items))
+        except PlanFeedback:
+            return
+        raise AssertionError("a 10,000-task Python literal was read")
+
+    rows = []
+    for label, fn in (("JSON, rejected by the task limit", as_json),
+                      ("Python literal, refused unread", as_literal)):
+        fn()
+        rows.append((label, statistics.median(_timed(fn) for _ in range(REPEATS))))
+    return rows
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
 def main() -> None:
     print(f"DAG efficiency: {LEVELS} levels x {WIDTH} tasks of {TASK_SECONDS * 1000:.0f} ms, "
           f"critical path {CRITICAL_PATH * 1000:.0f} ms, median of {REPEATS}")
@@ -218,6 +264,10 @@ def main() -> None:
     print(f"{'system':<42} {'calls':>5}  note")
     for label, calls, note in call_rows():
         print(f"{label:<42} {calls:>5}  {note}")
+    print()
+    print(f"Refusing a 10,000-task plan, median of {REPEATS} (goal: < 2 s each)")
+    for label, seconds in oversized_rows():
+        print(f"{label:<42} {seconds * 1000:>8.1f} ms")
 
 
 if __name__ == "__main__":

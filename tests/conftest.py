@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from chat_server import chat_server  # noqa: F401  (fixture)
-
-_ENV_PREFIXES = ("LLM_", "OPENAI_", "MODEL_NAME", "THINK_DEPTH", "REQUEST_TIMEOUT", "PROXY", "DEBUG",
-                 "TEMPERATURE", "NO_DEFAULT", "PYTHON_", "CONFIG_PATH", "ENV_FILE", "WORKSPACE_DIR", "TOOL_CALLING",
-                 "MAX_", "PROMPT_LANGUAGE", "MEMORY_MAX_TOKENS", "OBSERVATION_MAX_CHARS")
+from env_scrub import settings_environment
 
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path, monkeypatch):
-    """Each test runs in its own folder with no LLM settings in the environment."""
-    for name in list(os.environ):
-        if name.upper().startswith(_ENV_PREFIXES):
-            monkeypatch.delenv(name, raising=False)
+    """Each test runs in its own empty folder (no ./config.json, no ./.env) with no settings in the environment."""
+    for name in settings_environment():
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     yield tmp_path
 

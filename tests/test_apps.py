@@ -11,7 +11,7 @@ from chatgpt_tool_hub.apps import App, AppFactory
 from chatgpt_tool_hub.errors import ConfigError, UserError
 from chatgpt_tool_hub.events import AnswerEvent, TokenEvent
 from chatgpt_tool_hub.testing import ScriptedLLM, ScriptExhaustedError
-from helpers import act, answer, echo, last_user
+from helpers import CountingTool, act, answer, echo, last_user
 
 
 def make_app(replies, tools=(), **kw):
@@ -84,12 +84,42 @@ def test_sessions_are_separate():
 
 
 def test_two_apps_never_share_state():
-    app1, llm1 = make_app([answer("one"), answer("x")])
-    app2, llm2 = make_app([answer("two")])
-    app1.ask("to app1")
-    app2.ask("to app2")
-    assert [m["content"] for m in llm2.requests[0][1:]] == ["to app2"]
-    assert app1.history() != app2.history()
+    """State put into app A (history, python variables, tools, subtree, think depth) is invisible to app B."""
+    from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
+    registered = main_tool_register.get_registered_tool_names()
+    factory = AppFactory()
+    llm_a = ScriptedLLM([act("python", "secret = 41"), answer("stored"),
+                         act("python", "print(secret + 1)"), answer("42"), answer("still here")])
+    llm_b = ScriptedLLM([act("python", "print(secret)"), answer("no secret here")])
+    app_a = factory.create_app(tools_list=["python"], llm=llm_a, no_default=True, think_depth=5)
+    app_b = factory.create_app(tools_list=["python"], llm=llm_b, no_default=True, think_depth=5)
+    try:
+        # A holds a session history and a python variable...
+        app_a.ask("remember 41", session_id="s")
+        seen_by_a = app_a.run("what is secret + 1?", session_id="s")
+        assert seen_by_a.steps[0].observation.strip() == "42"
+        # ...a new tool, a subtree and a smaller think depth
+        app_a.add_tool(echo)
+        app_a.register_subtree("helper", [CountingTool()], "A helper sub-agent.")
+        app_a.set_think_depth(1)
+        assert app_a.tool_names == ["python", "echo", "helper"] and app_a.settings.think_depth == 1
+        assert app_a.ask("still there?", session_id="s") == "still here"
+        assert "echo" in llm_a.requests[-1][0]["content"] and "helper" in llm_a.requests[-1][0]["content"]
+        assert len(app_a.history("s")) == 6
+
+        result = app_b.run("what is secret?", session_id="s")
+        # no history of A in B's request, no variable of A in B's python, no tool of A in B's prompt
+        sent = llm_b.requests[0]
+        assert [m["content"] for m in sent[1:]] == ["what is secret?"]
+        assert "NameError" in result.steps[0].observation and "41" not in result.steps[0].observation
+        assert "echo" not in sent[0]["content"] and "helper" not in sent[0]["content"]
+        assert app_b.tool_names == ["python"] and app_b.settings.think_depth == 5
+        assert [m["content"] for m in app_b.history("s")] == ["what is secret?", "no secret here"]
+        assert main_tool_register.get_registered_tool_names() == registered
+    finally:
+        app_a.close()
+        app_b.close()
 
 
 def test_chatbot_history_with_current_query_is_not_duplicated():

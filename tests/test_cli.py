@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -93,10 +95,42 @@ def test_repl_ends_on_eof(server_env, capsys, monkeypatch, tmp_path):
     assert cli.main([]) == 0
 
 
-def test_console_script_is_installed():
-    proc = subprocess.run([sys.executable, "-m", "chatgpt_tool_hub.cli", "--version"], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0 and "chatgpt_tool_hub" in proc.stdout
+TOOL_HUB = Path(sys.executable).parent / "tool-hub"
+
+
+@pytest.fixture
+def tool_hub():
+    """Run the installed ``tool-hub`` console script (what ``pip install`` put next to this Python)."""
+    if not TOOL_HUB.is_file():
+        pytest.skip(f"the tool-hub console script is not installed next to {sys.executable}; "
+                    f"run pip install -e . first")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(TOOL_HUB), *args], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "COLUMNS": "200"})
+
+    return run
+
+
+def test_console_script_is_installed(tool_hub, tmp_path):
+    from chatgpt_tool_hub import __version__
+
+    version = tool_hub("--version")
+    assert (version.returncode, version.stdout.strip()) == (0, f"chatgpt_tool_hub {__version__}"), version.stderr
+
+    listing = tool_hub("tools")
+    assert listing.returncode == 0, listing.stderr
+    assert "keys it needs" in listing.stdout
+    for name in ("python", "terminal", "read-file", "write-file", "list-dir", "url-get"):
+        assert f" {name} " in listing.stdout, name
+
+    demo = tool_hub("demo", "--workspace", str(tmp_path / "ws"))
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert "OFFLINE DEMO" in demo.stdout and "1229" in demo.stdout and "5736396" in demo.stdout
+    assert (tmp_path / "ws" / "primes_summary.txt").read_text() == "primes below 10000: 1229, sum 5736396\n"
+
+    unknown = tool_hub("run", "nope", "x")
+    assert unknown.returncode == cli.EXIT_CONFIG and "unknown tool 'nope'" in unknown.stderr
 
 
 def test_repl_image_command_and_ask_with_file(server_env, capsys, monkeypatch, tmp_path):

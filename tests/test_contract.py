@@ -268,12 +268,17 @@ def test_dropping_an_app_does_not_close_tools_it_does_not_own():
     registry = ToolRegistry()
     registry.register_tool("registered-instance", Shared(lambda text: text, name="registered-instance",
                                                          description="x"))
-    app = AppFactory(registry).create_app(tools_list=[shared, "registered-instance"], llm=ScriptedLLM([]),
-                                          no_default=True)
+    # control: a tool the app builds from a factory is its own, and is closed with it
+    registry.register_tool("built-per-app", lambda **kwargs: Shared(lambda text: text, name="built-per-app",
+                                                                    description="x"))
+    app = AppFactory(registry).create_app(tools_list=[shared, "registered-instance", "built-per-app"],
+                                          llm=ScriptedLLM([]), no_default=True)
+    ref = weakref.ref(app)
     del app
     gc.collect()
+    assert ref() is None  # the app is really gone, so its finalizer has run
     time.sleep(0.2)
-    assert closed == []
+    assert closed == ["built-per-app"]
 
 
 def test_dropped_planner_apps_stop_their_threads():

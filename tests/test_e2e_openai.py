@@ -53,7 +53,8 @@ def test_timeouts_exhaust_retries_with_a_clear_error(chat_server):
     app = make_app(chat_server, request_timeout=0.2, max_retries=1)
     with pytest.raises(LLMConnectionError) as info:
         app.ask("q")
-    assert "2 attempts" in str(info.value) or "attempt" in str(info.value)
+    assert "2 attempts" in str(info.value) and "timeout" in str(info.value)  # max_retries=1: two tries
+    assert len(chat_server.requests) == 2
 
 
 def test_401_fails_at_once_naming_the_key(chat_server):

@@ -181,10 +181,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_streamable_http_transport():
+def test_streamable_http_transport(tmp_path):
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    log = tmp_path / "server.log"
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port)], stdout=sink, stderr=sink)
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -192,8 +193,9 @@ def test_streamable_http_transport():
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.skip("the HTTP MCP fixture server did not start")
+                if time.monotonic() > deadline or proc.poll() is not None:  # mcp is installed: a real failure
+                    pytest.fail(f"the HTTP MCP fixture server did not start (exit {proc.poll()}):\n"
+                                f"{log.read_text(errors='replace')[-2000:]}")
                 time.sleep(0.05)
         tools = _by_name(load_mcp_tools(f"http://127.0.0.1:{port}/mcp", timeout=10))
         try:

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from chatgpt_tool_hub.engine.parser import FINAL_PREFIXES, FINISH_TOOL_NAMES, Action, Finish, parse_output
 from chatgpt_tool_hub.errors import ModelFeedbackError, OutputParserError
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "react_outputs.jsonl"
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "react_outputs.jsonl"
+CORPUS_SIZE = 49  # cases in the file; a truncated or emptied copy fails test_the_corpus_is_complete
 
 
 def _corpus() -> list:
-    if not CORPUS.is_file():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"corpus not found at {CORPUS}"), id="no-corpus")]
+    # No skip when the file is missing: reading it fails collection with the path in the error.
     cases = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [pytest.param(case, id=case["id"]) for case in cases]
 
@@ -59,6 +59,15 @@ def matches(result, expect: dict) -> bool:
 def test_corpus_case(case):
     result = parse(case["text"])
     assert matches(result, case["expect"]), f"{case['id']} ({case['source']}): got {result!r}"
+
+
+def test_the_corpus_is_complete():
+    cases = _corpus()
+    ids = [param.id for param in cases]
+    assert len(cases) == CORPUS_SIZE, f"{CORPUS} holds {len(cases)} cases, expected {CORPUS_SIZE}"
+    assert len(set(ids)) == len(ids), "case ids must be unique (each is its own test id)"
+    kinds = {param.values[0]["expect"]["kind"] for param in cases}
+    assert kinds == {"action", "finish", "error"}
 
 
 # --- the format asked for --------------------------------------------------------------

@@ -277,20 +277,26 @@ def test_a_worker_killed_between_calls_is_noticed(py):
 
 
 def test_concurrent_calls_in_two_sessions_run_in_parallel(py):
+    # no clock: each call announces itself in the workspace and waits for the other one's announcement,
+    # which only comes in time when both run at once (serially, the first waits alone and says so)
     results: dict[str, str] = {}
+    code = ("import os, time\n"
+            "open('{me}.here', 'w').close()\n"
+            "deadline = time.monotonic() + 4\n"
+            "while not os.path.exists('{other}.here') and time.monotonic() < deadline:\n"
+            "    time.sleep(0.01)\n"
+            "print('met' if os.path.exists('{other}.here') else 'alone')")
 
-    def call(session: str) -> None:
-        results[session] = py.run(f"import time\ntime.sleep(1)\n{session!r}", ctx(session))
+    def call(me: str, other: str) -> None:
+        results[me] = py.run(code.format(me=me, other=other), ctx(me))
 
     py.run("0", ctx("a")), py.run("0", ctx("b"))  # start both workers first
-    threads = [threading.Thread(target=call, args=(s,)) for s in ("a", "b")]
-    started = time.monotonic()
+    threads = [threading.Thread(target=call, args=pair) for pair in (("a", "b"), ("b", "a"))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert time.monotonic() - started < 1.8
-    assert results == {"a": "'a'", "b": "'b'"}
+    assert results == {"a": "met", "b": "met"}
 
 
 def test_calls_in_one_session_are_serialised(py):

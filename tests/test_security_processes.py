@@ -134,7 +134,8 @@ def test_terminal_timeout_ends_children_that_left_the_group(term, leftovers):
 def test_terminal_exit_status_and_signals_still_reported(term):
     assert term.run("exit 3") == "(exit status 3)"
     assert term.run("kill -TERM $$") == "(killed by SIGTERM)"
-    assert "command not found" in term.run("no-such-command-xyz") or "not found" in term.run("no-such-command-xyz")
+    out = term.run("no-such-command-xyz")
+    assert "no-such-command-xyz: " in out and "not found" in out and out.endswith("(exit status 127)"), out
 
 
 # ---- the worker protocol ------------------------------------------------------------------
@@ -166,9 +167,8 @@ def test_a_forged_reply_does_not_outlive_the_next_call(tmp_path):
                   "    try: os.write(fd, struct.pack('>I', len(msg)) + msg)\n"
                   "    except OSError: pass\n"
                   "while True: pass\n")
-        started = time.monotonic()
-        py.run(forged)  # returns at once: the forged reply
-        assert time.monotonic() - started < 1
+        out = py.run(forged)  # returns at once with the forged reply, not at the 1 s timeout
+        assert "python_timeout" not in out and not out.startswith("Error"), out
         pid = py.worker_pids()["default"]
         assert "python_timeout" in py.run("print('served')")  # the worker is still looping: stopped now
         assert _wait_gone(pid)

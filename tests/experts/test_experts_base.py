@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import select
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -91,14 +94,86 @@ def test_missing_backend_names_the_extra(monkeypatch):
         loading.import_backend()
 
 
-def test_spinner_on_a_terminal(monkeypatch, vit_dir, image_file):
+SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's default "dots" spinner
+
+
+class PseudoTerminal:
+    """A pseudo-terminal; ``with term:`` puts ``sys.stderr`` on it, :meth:`shown` reads what it displayed."""
+
+    def __init__(self):
+        pty = pytest.importorskip("pty")
+        self.master, slave = pty.openpty()
+        self.stream = open(slave, "w", encoding="utf-8", buffering=1)
+        os.set_blocking(self.master, False)
+
+    def __enter__(self) -> "PseudoTerminal":
+        # set inside the test body: pytest's capturing replaces sys.stderr between setup and call
+        self._saved, sys.stderr = sys.stderr, self.stream
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.stderr = self._saved
+
+    def shown(self) -> str:
+        self.stream.flush()
+        data = b""
+        while select.select([self.master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        return data.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self.stream.close()
+        os.close(self.master)
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("COLUMNS", "400")  # rich sizes from the real std streams; keep long labels on one line
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    term = PseudoTerminal()
+    yield term
+    term.close()
+
+
+def test_spinner_on_a_terminal(terminal):
+    with terminal:
+        assert progress.stderr_is_tty()
+        with progress.loading("demo-model for demo-tool on cpu"):
+            time.sleep(0.35)  # a few refreshes (rich redraws 10 times a second)
+    shown = terminal.shown()
+    assert "loading demo-model for demo-tool on cpu" in shown
+    assert "0:00:00" in shown  # the elapsed-time column
+    assert any(frame in shown for frame in SPINNER_FRAMES), shown
+    assert "\x1b[2K" in shown  # transient: the line is erased when the block ends
+
+
+def test_no_spinner_without_a_terminal(capfd):
+    assert not progress.stderr_is_tty()  # pytest captures stderr: not a terminal
+    with progress.loading("demo-model"):
+        time.sleep(0.15)
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+def test_a_model_load_shows_the_spinner_with_its_label(terminal, vit_dir, image_file):
     from chatgpt_tool_hub.experts.vision import ImageClassificationTool
 
-    monkeypatch.setattr(progress, "stderr_is_tty", lambda: True)
-    with progress.loading("demo"):
-        pass
     tool = ImageClassificationTool(model=vit_dir, device="cpu", manager=ModelManager())
-    assert tool.run(image_file).startswith("Top labels")
+    with terminal:
+        assert tool.run(image_file).startswith("Top labels")
+    shown = terminal.shown()
+    assert f"loading {vit_dir} for image-classification on cpu" in shown, shown[-500:]
+    with terminal:
+        assert tool.run(image_file).startswith("Top labels")  # loaded once: no second spinner
+    assert f"loading {vit_dir}" not in terminal.shown()
 
 
 def test_looks_like_path():

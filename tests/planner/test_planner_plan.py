@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -113,13 +112,11 @@ def test_unknown_task(tools):
     assert "unknown task 'summarization'" in problems[0] and "upper" in problems[0]
 
 
-def test_ten_thousand_tasks_rejected_fast(tools):
+def test_ten_thousand_tasks_are_rejected_by_the_task_limit(tools):
+    # how fast: benchmarks/planner.py ("Refusing a 10,000-task plan")
     items = [task(i, "upper", {"text": str(i)}, [i - 1] if i else [-1]) for i in range(10_000)]
-    text = json.dumps(items)
-    started = time.perf_counter()
-    parsed = parse_plan(text)
+    parsed = parse_plan(json.dumps(items))
     problems = problems_of(parsed.items, tools, max_tasks=20)
-    assert time.perf_counter() - started < 2.0  # json + a length check; generous for slow CI
     assert problems == ["the plan has 10000 tasks; at most 20 are allowed. Plan as few tasks as the request needs"]
 
 
@@ -193,8 +190,6 @@ def test_a_list_inside_a_broken_plan_is_not_taken_for_the_plan():
 
 def test_ten_thousand_tasks_in_python_literal_form_are_not_cut_to_one(tools):
     items = [task(i, "upper", {"text": str(i)}, [i - 1] if i else [-1]) for i in range(10_000)]
-    started = time.perf_counter()
-    with pytest.raises(PlanFeedback) as err:
+    with pytest.raises(PlanFeedback) as err:  # how fast: benchmarks/planner.py
         parse_plan(str(items))  # single quotes, far beyond what is worth literal_eval-ing
-    assert time.perf_counter() - started < 2.0
     assert "could not be read" in str(err.value) and "characters" in str(err.value)
