@@ -102,10 +102,42 @@ def url_password(value: str) -> str | None:
 
 
 def secret_values(values: Mapping[str, Any]) -> list[str]:
-    """The values of secret settings, and passwords inside URL settings (a proxy, a base URL)."""
-    found = [v for k, v in values.items() if isinstance(v, str) and v.strip() and is_secret_key(str(k))]
-    found += [password for v in values.values() if isinstance(v, str) and (password := url_password(v))]
+    """The values of secret settings, passwords inside URL settings (a proxy, a base URL), and the same
+    found inside nested settings (``mcp_servers`` entries with an ``env`` or ``headers``, ``openapi_plugins``
+    with an ``auth``; also given as JSON text, as the environment gives them)."""
+    found: list[str] = []
+    _collect(values, found, 0)
     return found
+
+
+_AUTH_SCHEMES = ("bearer ", "basic ", "token ", "apikey ")
+
+
+def _collect(values: Any, found: list[str], depth: int, secret: bool = False) -> None:
+    if depth > 6:
+        return
+    if isinstance(values, Mapping):
+        for key, value in values.items():
+            _collect(value, found, depth + 1, secret or is_secret_key(str(key)))
+    elif isinstance(values, (list, tuple)):
+        for value in values:
+            _collect(value, found, depth + 1, secret)
+    elif isinstance(values, str) and values.strip():
+        text = values.strip()
+        if secret:
+            found.append(values)
+            scheme = text.lower()
+            if scheme.startswith(_AUTH_SCHEMES):  # "Bearer abc": the token alone travels too
+                found.append(text.split(None, 1)[1] if " " in text else text)
+        elif (password := url_password(values)) is not None:
+            found.append(password)
+        elif text[:1] in "[{" and len(text) < 100_000:  # a JSON list or object from the environment
+            import json
+
+            try:
+                _collect(json.loads(text), found, depth + 1)
+            except ValueError:
+                pass
 
 
 def config_sources(config_path: Any = None, env_file: Any = None, cwd: Any = None) -> tuple[str, ...]:

@@ -153,3 +153,23 @@ def test_the_callers_keep_no_copy_of_the_dispatch_steps():
         text = path.read_text(encoding="utf-8")
         for name in ("strip_control", ".redact(", "truncate_observation(", "charge_tool(", "_approved("):
             assert name not in text, f"{path.name} still does {name} itself"
+
+
+def test_keys_inside_nested_settings_are_redacted_too():
+    """mcp_servers / openapi_plugins entries carry tokens in env, headers and auth, also as JSON text."""
+    from chatgpt_tool_hub.config import secret_values
+
+    token, bearer = "ghp-nested-token-4242", "tok-in-a-header-7373"
+
+    @tool(name="talker", description="Says what the server said.")
+    def talker(text: str) -> str:
+        return f"server env has {token}; header was Bearer {bearer}"
+
+    servers = json.dumps([{"server": "python -m srv", "env": {"GITHUB_TOKEN": token}}])
+    plugins = [{"source": "https://api.test/openapi.json", "headers": {"Authorization": f"Bearer {bearer}"}}]
+    assert {token, bearer} <= set(secret_values({"mcp_servers": servers, "openapi_plugins": plugins}))
+    llm = ScriptedLLM([act("talker", "x"), answer("ok")])
+    app = AppFactory().create_app(tools_list=[talker], llm=llm, no_default=True, my_servers=servers,
+                                  my_plugins=plugins)
+    observation = app.run("q").steps[0].observation
+    assert token not in observation and bearer not in observation and observation.count("***") == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config import DEFAULT_BASE_URL, SETTINGS, coerce
+from ..config import DEFAULT_BASE_URL, SETTINGS, coerce, is_unset
 from ..errors import ConfigError
 from .base import LLM
 
@@ -25,8 +25,7 @@ def build_llm(raw: Mapping[str, Any]) -> LLM:
     ``raw`` may be untyped (a chatbot's keyword arguments): known keys are
     typed here, empty strings count as unset.
     """
-    values = {k: coerce(k, v) for k, v in raw.items()
-              if k in SETTINGS and v is not None and not (isinstance(v, str) and not v.strip())}
+    values = {k: coerce(k, v) for k, v in raw.items() if k in SETTINGS and not is_unset(v)}
     # a key or URL pasted with a newline or spaces (.env, config.json) is never meant to keep them;
     # a key with a newline would otherwise fail as a misleading "connection error"
     values = {k: v.strip() if isinstance(v, str) else v for k, v in values.items()}

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError, UserError
 from .base import BaseLLM, LLMResponse, Message, StreamChunk, ToolCall, Usage
+from ..redact import Redactor
 from .stops import StopCutter, clean_stop, cut_at_stop
 from . import tokens
 
@@ -270,6 +271,7 @@ class OpenAICompatibleLLM(BaseLLM):
             raise ConfigError("request_timeout / REQUEST_TIMEOUT must be > 0 seconds", key="request_timeout")
         self.model_name = model_name or str(deployment_id)
         self._api_key = _Secret(_blank_to_none(api_key))
+        self._redactor = Redactor([self._api_key.get()])  # the key in every spelling, for error texts
         self.base_url = _blank_to_none(base_url)
         self.temperature = temperature
         self.timeout = timeout
@@ -305,11 +307,7 @@ class OpenAICompatibleLLM(BaseLLM):
         return _safe_url(self.base_url)
 
     def _scrub(self, text: Any) -> str:
-        text = str(text)
-        key = self._api_key.get()
-        if key and key in text:
-            text = text.replace(key, "***")
-        return text
+        return self._redactor.redact(str(text))
 
     # -- the openai client ---------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ToolExecutionError
+from ...redact import Redactor
 from ..base import Tool
 from ._http import HttpSettings, clean_query, fetch, query_schema
 
@@ -59,8 +60,7 @@ class WolframAlphaTool(Tool):
             params = {"input": query, "appid": self._appid, "maxchars": self.max_chars}
         response = fetch(self.url, params, secrets=(self._appid,), timeout=self.http.timeout,
                          proxy=self.http.proxy, allow_status=(501,), key_names="wolfram_alpha_appid")
-        text = response.text.replace(self._appid, "***") if self._appid else response.text
-        text = text.strip()
+        text = Redactor([self._appid]).redact(response.text).strip()
         if response.status == 501:
             detail = f" It said: {text[:600]}" if text else ""
             return (f"Wolfram|Alpha could not interpret '{query}'. Rephrase it as a short, single query in "
