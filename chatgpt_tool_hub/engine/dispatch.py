@@ -44,7 +44,7 @@ StartEvent = Callable[[str, Any, int], Event]
 EndEvent = Callable[[str, str, int], Event]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Outcome:
     """How one tool call ended."""
 

@@ -157,9 +157,11 @@ class Engine:
 
     def _act(self, state: RunState, action: Action, call_id: str | None = None) -> Generator[Event, None, None]:
         """Run one action; its observation goes back as a ``tool`` message when it answers a native call."""
-        context = ToolContext(session_id=state.session_id, depth=self.settings.depth, budget=self.budget,
-                              llm=self.llm, emit=state.emit, approve=self.approve, usage=state.usage,
-                              redactor=self.redactor)
+        context = state.tool_context
+        if context is None:  # one per run: nothing in it changes from step to step
+            context = state.tool_context = ToolContext(
+                session_id=state.session_id, depth=self.settings.depth, budget=self.budget, llm=self.llm,
+                emit=state.emit, approve=self.approve, usage=state.usage, redactor=self.redactor)
         outcome = yield from dispatch(self.tools, action.tool, action.tool_input, context,
                                       prompts=self._prompts(state), max_chars=self.settings.observation_max_chars,
                                       native=call_id is not None, nested=state.drain_nested)

@@ -90,6 +90,7 @@ class RunState:
     steps: list[ToolStep] = field(default_factory=list)
     parse_failures: list[ParseFailureStep] = field(default_factory=list)
     usage: RunUsage = field(default_factory=RunUsage)
+    tool_context: Any = None  # the ToolContext every tool call of this run gets (made on the first call)
 
     @property
     def tool_calls(self) -> int:
