@@ -197,3 +197,13 @@ def test_only_the_subtree_tool_owns_an_engine_and_the_demo_does_not_import_the_c
             assert not any("engine" in m for m in imports(rel)), f"{rel} imports the engine"
     assert not any(m.endswith("cli") for m in imports("demo.py"))  # both use the console module
     assert ".console" in imports("demo.py") and ".console" in imports("cli.py")
+
+
+def test_closing_an_app_unloads_its_own_models_only(tmp_path):
+    one = make(["image-classification"], workspace_dir=str(tmp_path / "a"))
+    two = make(["image-classification"], workspace_dir=str(tmp_path / "b"))
+    for app in (one, two):
+        app.context.models.get(("m", "t", "cpu", "float32"), lambda: object(), size_mb=1)
+    one.close()
+    assert not one.context.models.is_loaded(("m", "t", "cpu", "float32"))
+    assert two.context.models.is_loaded(("m", "t", "cpu", "float32"))

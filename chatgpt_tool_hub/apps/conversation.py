@@ -154,11 +154,16 @@ class ConversationApp:
         return name
 
     def close(self) -> None:
+        """Close the tools and unload the app's expert models (the app's own manager; a later call
+        loads what it needs again)."""
         for tool in self.tools:
             try:
                 tool.close()
             except Exception:
                 log.debug("closing %s failed", tool.name, exc_info=True)
+        models = self.context.models
+        if models is not None:
+            models.clear()
 
     # ---- internals -----------------------------------------------------------------------
 
