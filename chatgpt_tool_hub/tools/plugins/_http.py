@@ -25,6 +25,7 @@ from urllib.parse import quote, quote_plus, urlsplit
 
 from ...config import get_typed, is_secret_key
 from ...errors import ToolExecutionError, ToolInputError
+from ...textutil import decode_text
 
 __all__ = ["HttpSettings", "HttpResponse", "fetch", "get_json", "get_text", "scrub", "host_of",
            "DEFAULT_TIMEOUT", "USER_AGENT", "numbered_results", "query_schema", "clean_query"]
@@ -167,11 +168,8 @@ def _charset(content_type: str) -> str | None:
 
 
 def _decode(body: bytes, content_type: str) -> str:
-    charset = _charset(content_type) or "utf-8"
-    try:
-        return body.decode(charset, errors="replace")
-    except LookupError:
-        return body.decode("utf-8", errors="replace")
+    """The body in its declared charset when that is a text codec (``textutil.TEXT_CODECS``), else UTF-8."""
+    return decode_text(body, _charset(content_type))
 
 
 def _error_detail(text: str, secrets: list[str]) -> str:

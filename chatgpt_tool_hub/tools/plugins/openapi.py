@@ -29,7 +29,7 @@ from urllib.parse import quote, urljoin, urlsplit
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
 from ..builtin._netguard import BlockedURLError, DeadlineExceeded, check_url, describe_network_error, pinned_session
-from ...textutil import strip_control as clean_text
+from ...textutil import decode_text, strip_control as clean_text
 
 __all__ = ["load_openapi_tools", "OpenAPITool"]
 
@@ -101,7 +101,7 @@ def _send(method: str, url: str, *, timeout: float, proxy: str | None, allow_pri
                 if session.aborted:  # the answer "ended" only because the deadline cut the connection
                     raise DeadlineExceeded(_TOTAL_TIMEOUTS * timeout)
                 return _Reply(resp.status_code, resp.reason or "", resp.headers.get("Content-Type") or "",
-                              bytes(data[:limit]).decode(resp.encoding or "utf-8", errors="replace"), truncated,
+                              decode_text(bytes(data[:limit]), resp.encoding), truncated,
                               url)
         raise BlockedURLError("refused: more than 5 redirects")
     finally:
