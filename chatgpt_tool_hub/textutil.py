@@ -6,7 +6,7 @@ import codecs
 import re
 from functools import lru_cache
 
-__all__ = ["strip_control", "decode_text", "text_codec", "TEXT_CODECS"]
+__all__ = ["strip_control", "clip_text", "decode_text", "text_codec", "TEXT_CODECS"]
 
 # ANSI/VT escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte escapes), 8-bit CSI,
 # every other C0/C1 control character except tab and newline, and bidi overrides.
@@ -29,6 +29,16 @@ def strip_control(text: str) -> str:
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROL.sub("", text)
+
+
+def clip_text(text: str, max_chars: int) -> str:
+    """``text`` cut to about ``max_chars`` characters, keeping head and tail around a marker."""
+    if len(text) <= max_chars:
+        return text
+    keep = max(0, max_chars - len(f"\n[... {len(text)} characters omitted ...]\n"))
+    marker = f"\n[... {len(text) - keep} characters omitted ...]\n"
+    head = keep * 2 // 3
+    return text[:head] + marker + (text[len(text) - (keep - head):] if keep - head else "")
 
 
 # ---- decoding bytes ------------------------------------------------------------------------

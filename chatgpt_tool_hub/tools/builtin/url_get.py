@@ -29,7 +29,7 @@ from urllib.parse import urljoin
 import requests
 
 from ...config import get_typed
-from ...textutil import decode_text, strip_control, text_codec
+from ...textutil import clip_text, decode_text, strip_control, text_codec
 from ...errors import ConfigError, ToolHubError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 from ._netguard import (BlockedURLError, CheckedURL, DeadlineExceeded, HostResolutionError, PinnedSession,
@@ -366,16 +366,6 @@ def _title(html: str) -> str:
 
 
 clean_text = strip_control  # the name other tools import
-
-
-def clip_text(text: str, max_chars: int) -> str:
-    """``text`` cut to about ``max_chars`` characters, keeping head and tail around a marker."""
-    if len(text) <= max_chars:
-        return text
-    keep = max(0, max_chars - len(f"\n[... {len(text)} characters omitted ...]\n"))
-    marker = f"\n[... {len(text) - keep} characters omitted ...]\n"
-    head = keep * 2 // 3
-    return text[:head] + marker + (text[len(text) - (keep - head):] if keep - head else "")
 
 
 def _parse_input(text: str, default_links: bool) -> tuple[str, bool]:
