@@ -212,3 +212,71 @@ def test_streamable_http_transport(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# ---- dangerous tools and result size ------------------------------------------------------------
+
+
+def test_tools_are_dangerous_unless_annotated_read_only(fixture_tools):
+    if "peek" not in fixture_tools:
+        pytest.skip("this mcp SDK cannot annotate tools")
+    assert fixture_tools["peek"].dangerous is False                          # readOnlyHint: true
+    assert fixture_tools["wipe"].dangerous is True                           # destructiveHint: true
+    assert fixture_tools["add"].dangerous is True and fixture_tools["echo"].dangerous is True  # no hints
+
+
+def test_dangerous_option_of_a_server():
+    trusted = _by_name(load_mcp_tools([sys.executable, SERVER], timeout=15, dangerous=False))
+    try:
+        assert not any(t.dangerous for t in trusted.values())
+    finally:
+        trusted["add"].close()
+    listed = _by_name(load_mcp_tools([sys.executable, SERVER], timeout=15, name_prefix="fx",
+                                     dangerous=["fx-wipe", "echo"]))   # prefixed or server names
+    try:
+        assert {name for name, t in listed.items() if t.dangerous} == {"fx-wipe", "fx-echo"}
+    finally:
+        listed["fx-add"].close()
+
+
+@pytest.mark.parametrize("option", [42, "sometimes", [1]])
+def test_bad_dangerous_option_is_a_config_error_before_starting(option):
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="dangerous"):
+        load_mcp_tools([sys.executable, SERVER], timeout=15, dangerous=option)
+    assert time.monotonic() - started < 1  # refused before the server was started
+
+
+def test_unknown_names_in_the_dangerous_list_are_a_config_error():
+    with pytest.raises(ConfigError, match="no-such-tool"):
+        load_mcp_tools([sys.executable, SERVER], timeout=15, dangerous=["add", "no-such-tool"])
+
+
+def test_huge_results_keep_head_and_tail(fixture_tools):
+    out = fixture_tools["big"].run({"chars": 1_000_000})
+    assert len(out) <= 20_000
+    assert out.startswith("BEGINxxx") and out.endswith("xxxEND")
+    assert "characters omitted ...]" in out
+
+
+def test_app_asks_before_unannotated_tools_and_caps_results():
+    from chatgpt_tool_hub.apps import AppFactory
+    from chatgpt_tool_hub.testing import ScriptedLLM
+
+    llm = ScriptedLLM([
+        'Thought: Do I need to use a tool? Yes\nAction: big\nAction Input: {"chars": 5000}',
+        'Thought: Do I need to use a tool? Yes\nAction: echo\nAction Input: {"text": "hi"}',
+        "Thought: Do I need to use a tool? No\nAI: done",
+    ])
+    asked = []
+    app = AppFactory().create_app(llm=llm, no_default=True, mcp_max_result_chars="300",
+                                  mcp_servers=[{"server": [sys.executable, SERVER], "timeout": 15}],
+                                  approve=lambda name, tool_input: asked.append(name) or name == "big")
+    try:
+        result = app.run("go")
+    finally:
+        app.close()
+    assert asked == ["big", "echo"]
+    first, second = (s.observation for s in result.steps)
+    assert len(first) <= 300 and first.startswith("BEGIN") and first.endswith("END") and "omitted" in first
+    assert "did not approve" in second

@@ -331,3 +331,60 @@ def test_engine_sees_errors_as_observations(api, pets):
     result = app.run("try it")
     assert result.output == "it failed"
     assert result.steps[0].observation.startswith("Error: HTTP 500")
+
+
+# ---- dangerous operations ------------------------------------------------------------------------
+
+
+def _methods_doc(base: str) -> dict:
+    op = {"parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]}
+    return {"openapi": "3.0.3", "info": {"title": "Pets", "version": "1"}, "servers": [{"url": base + "/api"}],
+            "paths": {"/pets": {"get": {"operationId": "listPets"}, "post": {"operationId": "createPet"},
+                                "head": {"operationId": "headPets"}, "options": {"operationId": "optionsPets"}},
+                      "/pets/{id}": {"put": {"operationId": "putPet", **op}, "patch": {"operationId": "patchPet", **op},
+                                     "delete": {"operationId": "deletePet", **op}}}}
+
+
+def _danger(tools) -> dict:
+    return {t.name.split("-", 1)[1]: t.dangerous for t in tools}
+
+
+def test_writing_operations_are_dangerous_by_method(api):
+    flags = _danger(load_openapi_tools(_methods_doc(api.base), allow_private=True))
+    assert flags == {"listPets": False, "headPets": False, "optionsPets": False, "createPet": True,
+                     "putPet": True, "patchPet": True, "deletePet": True}
+
+
+@pytest.mark.parametrize("option, dangerous", [(False, set()), ("false", set()),
+                                               (True, {"listPets", "headPets", "optionsPets", "createPet",
+                                                       "putPet", "patchPet", "deletePet"}),
+                                               (["listPets", "DELETE /pets/{id}"], {"listPets", "deletePet"})])
+def test_dangerous_option_overrides_the_method(api, option, dangerous):
+    flags = _danger(load_openapi_tools(_methods_doc(api.base), allow_private=True, dangerous=option))
+    assert {name for name, flag in flags.items() if flag} == dangerous
+
+
+@pytest.mark.parametrize("option, message", [(["noSuchOp"], "noSuchOp"), (42, "dangerous"),
+                                             ("sometimes", "dangerous")])
+def test_bad_dangerous_option_is_a_config_error(api, option, message):
+    with pytest.raises(ConfigError, match=message):
+        load_openapi_tools(_methods_doc(api.base), allow_private=True, dangerous=option)
+
+
+def test_refused_post_is_never_sent(api):
+    from chatgpt_tool_hub.apps import AppFactory
+    from chatgpt_tool_hub.testing import ScriptedLLM
+
+    llm = ScriptedLLM([
+        'Thought: Do I need to use a tool? Yes\nAction: pets-createPet\nAction Input: {}',
+        "Thought: Do I need to use a tool? No\nAI: not allowed",
+    ])
+    asked = []
+    app = AppFactory().create_app(llm=llm, no_default=True,
+                                  openapi_plugins=[{"source": _methods_doc(api.base), "allow_private": True}],
+                                  approve=lambda name, tool_input: asked.append(name) or False)
+    api.seen.clear()
+    result = app.run("add a pet")
+    assert asked == ["pets-createPet"]
+    assert "did not approve" in result.steps[0].observation
+    assert api.seen == []  # the server never saw the POST

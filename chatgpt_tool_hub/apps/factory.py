@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from ..config import is_secret_key, secret_values, set_only
+from ..config import get_typed, is_secret_key, secret_values, set_only
 from ..engine.loop import EngineSettings
 from ..errors import ConfigError
 from ..llm.base import LLM
@@ -188,13 +188,14 @@ def _remote_tools(config: ResolvedConfig, owned: list[Tool] | None = None) -> li
                 tools.extend(load_openapi_tools(entry, proxy=config.get("proxy")))
     servers = _entries(config, "mcp_servers")
     if servers:
-        from ..tools.plugins.mcp_tools import load_mcp_tools
+        from ..tools.plugins.mcp_tools import MAX_RESULT_CHARS, load_mcp_tools
 
+        limit = get_typed(config.values, "mcp_max_result_chars", MAX_RESULT_CHARS)
         for entry in servers:
             if isinstance(entry, dict) and "server" in entry:
-                tools.extend(load_mcp_tools(**entry))
+                tools.extend(load_mcp_tools(**{"max_result_chars": limit, **entry}))
             else:
-                tools.extend(load_mcp_tools(entry))
+                tools.extend(load_mcp_tools(entry, max_result_chars=limit))
     return tools[start:]
 
 

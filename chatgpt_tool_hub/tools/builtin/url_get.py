@@ -28,7 +28,7 @@ from urllib.parse import urljoin
 
 import requests
 
-from ...textutil import strip_control
+from ...textutil import clip_text, decode_text, strip_control, text_codec
 from ...errors import ConfigError, ToolHubError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 from ..context import AppContext, pure_context
@@ -59,7 +59,6 @@ _BLOCK_TAGS = {"p", "div", "section", "article", "header", "footer", "main", "na
                "dd", "table", "tr", "form", "figure", "figcaption", "address", "blockquote", "pre", "hr", "br",
                "details", "summary", "caption", "fieldset", "body"}
 _TITLE_START, _TITLE_END = re.compile(r"<title\b[^>]*>", re.I), re.compile(r"</title", re.I)
-_META_CHARSET = re.compile(rb"<meta[^>]+charset=[\"']?\s*([\w.:-]+)", re.I)
 
 class FetchError(ToolHubError):
     """A fetch failed; the message is the observation."""
@@ -256,6 +255,9 @@ class UrlGetTool(Tool):
         if title:
             head.append(f"Title: {title}")
         notes = list(page.notes)
+        if page.charset and not text_codec(page.charset):
+            notes.append(f"the declared charset {page.charset[:40]!r} is not a text encoding url-get decodes; "
+                         "the page was read as UTF-8 (or its own <meta> charset, or a guess)")
         text = self._fit(clean_text(text).strip(), context, notes)
         tail = "".join(f"\n[note: {n}]" for n in notes)
         return "\n".join(head) + "\n\n" + (text or "(the page has no text)") + tail
@@ -364,16 +366,6 @@ def _title(html: str) -> str:
 clean_text = strip_control  # the name other tools import
 
 
-def clip_text(text: str, max_chars: int) -> str:
-    """``text`` cut to about ``max_chars`` characters, keeping head and tail around a marker."""
-    if len(text) <= max_chars:
-        return text
-    keep = max(0, max_chars - len(f"\n[... {len(text)} characters omitted ...]\n"))
-    marker = f"\n[... {len(text) - keep} characters omitted ...]\n"
-    head = keep * 2 // 3
-    return text[:head] + marker + (text[len(text) - (keep - head):] if keep - head else "")
-
-
 def _parse_input(text: str, default_links: bool) -> tuple[str, bool]:
     raw = (text or "").strip()
     if raw.startswith("{"):
@@ -391,8 +383,8 @@ def _parse_input(text: str, default_links: bool) -> tuple[str, bool]:
 
 def _body_text(page: Page, links: bool) -> tuple[str, str]:
     """(title, text) of a non-binary page by its content type."""
-    text = _decode(page.body, page.charset, page.content_type)
     ctype = page.content_type
+    text = decode_text(page.body, page.charset, html="html" in ctype or ctype in _SNIFF_TYPES, guess=True)
     looks_html = ctype in ("text/html", "application/xhtml+xml") or (
         ctype in _SNIFF_TYPES and re.match(r"\s*<(!doctype html|html)", text[:200], re.I))
     if looks_html:
@@ -403,33 +395,6 @@ def _body_text(page: Page, links: bool) -> tuple[str, str]:
         except ValueError:
             return "", text
     return "", text
-
-
-def _decode(body: bytes, charset: str | None, ctype: str) -> str:
-    candidates = [charset]
-    if "html" in ctype or ctype in _SNIFF_TYPES:
-        meta = _META_CHARSET.search(body[:4096])
-        candidates.append(meta.group(1).decode("ascii", "ignore") if meta else None)
-    for name in candidates:
-        if name:
-            try:
-                return body.decode(name, errors="replace")
-            except LookupError:
-                continue
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start >= len(body) - 3:  # a character cut by the size cap
-            return body.decode("utf-8", errors="replace")
-    try:
-        from charset_normalizer import from_bytes
-
-        best = from_bytes(body[:200_000]).best()
-        if best is not None:
-            return body.decode(best.encoding, errors="replace")
-    except Exception:
-        pass
-    return body.decode("cp1252", errors="replace")
 
 
 def _content_type(header: str) -> tuple[str, str | None]:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from ...config import is_secret_key
 from ...errors import ToolExecutionError, ToolInputError
 from ...redact import Redactor
+from ...textutil import decode_text
 from ..context import DEFAULT_TIMEOUT, HttpSettings
 
 __all__ = ["HttpSettings", "HttpResponse", "fetch", "get_json", "get_text", "scrub", "host_of",
@@ -133,11 +134,8 @@ def _charset(content_type: str) -> str | None:
 
 
 def _decode(body: bytes, content_type: str) -> str:
-    charset = _charset(content_type) or "utf-8"
-    try:
-        return body.decode(charset, errors="replace")
-    except LookupError:
-        return body.decode("utf-8", errors="replace")
+    """The body in its declared charset when that is a text codec (``textutil.TEXT_CODECS``), else UTF-8."""
+    return decode_text(body, _charset(content_type))
 
 
 def _error_detail(text: str, secrets: Redactor) -> str:

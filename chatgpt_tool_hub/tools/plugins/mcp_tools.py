@@ -12,6 +12,11 @@ or a timeout becomes a ``ToolExecutionError`` observation and the next call
 reconnects once. The stdio child gets a scrubbed environment: ``PATH``,
 ``HOME``, ``LANG`` and the ``env`` given, never the parent's API keys.
 
+An MCP tool can do anything, so each one is ``dangerous`` (an app with an
+approver asks it before every call) unless the server annotates it
+``readOnlyHint: true``; the ``dangerous`` option overrides that per server.
+A result longer than ``max_result_chars`` keeps its head and tail.
+
 Needs the optional ``mcp`` package: ``pip install "chatgpt-tool-hub[mcp]"``.
 """
 
@@ -35,7 +40,9 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import ConfigError, ToolExecutionError, UserError
+from ...textutil import clip_text, strip_control
 from ..base import Tool
+from ._danger import DangerRule
 
 __all__ = ["load_mcp_tools", "MCPTool", "MCPConnection", "ServerSpec", "parse_server", "render_result", "INSTALL_HINT"]
 
@@ -44,6 +51,7 @@ log = logging.getLogger("chatgpt_tool_hub.tools.mcp")
 INSTALL_HINT = 'MCP servers need the optional "mcp" package: pip install "chatgpt-tool-hub[mcp]"'
 _CHILD_ENV_KEYS = ("PATH", "HOME", "LANG")
 _CONNECTION_CLOSED = -32000  # JSON-RPC code the SDK uses for a dropped connection
+MAX_RESULT_CHARS = 20_000  # the default of mcp_max_result_chars
 _SCRIPT = re.compile(r"^(?:[\w./-]*/)?[\w.-]+\.(?:py|js|mjs|cjs|ts)$|^@[\w.-]+/[\w.-]+(?:@[\w.-]+)?$")
 _OPEN: set["MCPConnection"] = set()
 _OPEN_LOCK = threading.Lock()
@@ -353,12 +361,14 @@ class MCPTool(Tool):
     """One tool of an MCP server. ``close()`` closes the whole server connection."""
 
     def __init__(self, connection: MCPConnection, remote_name: str, name: str, description: str,
-                 parameters: dict):
+                 parameters: dict, *, dangerous: bool = True, max_result_chars: int = MAX_RESULT_CHARS):
         self.connection = connection
         self.remote_name = remote_name
         self.name = name
         self.description = description
         self.parameters = parameters
+        self.dangerous = dangerous
+        self.max_result_chars = max_result_chars
 
     def parse_arguments(self, tool_input: Any) -> dict[str, Any]:
         if not (self.parameters or {}).get("properties") and (
@@ -367,14 +377,15 @@ class MCPTool(Tool):
         return super().parse_arguments(tool_input)
 
     def _run(self, **arguments: Any) -> str:
-        return render_result(self.connection.call_tool(self.remote_name, arguments))
+        return render_result(self.connection.call_tool(self.remote_name, arguments), self.max_result_chars)
 
     def close(self) -> None:
         self.connection.close()
 
 
-def render_result(result: Any) -> str:
-    """An MCP ``CallToolResult`` as observation text; ``isError`` raises ``ToolExecutionError``."""
+def render_result(result: Any, max_chars: int = MAX_RESULT_CHARS) -> str:
+    """An MCP ``CallToolResult`` as observation text (control characters removed, head and tail of
+    ``max_chars``); ``isError`` raises ``ToolExecutionError`` with the same text."""
     parts: list[str] = []
     for block in getattr(result, "content", None) or []:
         kind = getattr(block, "type", None)
@@ -397,6 +408,7 @@ def render_result(result: Any) -> str:
     structured = _attr(result, "structured_content", "structuredContent")
     if not parts and structured is not None:
         text = json.dumps(structured, ensure_ascii=False, default=str)
+    text = clip_text(strip_control(text), max_chars)
     if _attr(result, "is_error", "isError"):
         raise ToolExecutionError(text or "the MCP tool reported an error without details")
     return text or "(the MCP tool returned no content)"
@@ -426,15 +438,27 @@ def _tool_name(prefix: str | None, name: str) -> str:
     return clean[:64]
 
 
+def _read_only(item: Any) -> bool:
+    """Whether the server annotates the tool ``readOnlyHint: true`` (a hint from the server you configured)."""
+    hints = _attr(item, "annotations")
+    if isinstance(hints, Mapping):
+        return hints.get("readOnlyHint", hints.get("read_only_hint")) is True
+    return _attr(hints, "read_only_hint", "readOnlyHint") is True
+
+
 def _schema(raw: Any) -> dict:
     schema = dict(copy.deepcopy(raw)) if isinstance(raw, Mapping) else {}
     return {"type": "object", "properties": {}, **schema}
 
 
 def load_mcp_tools(server: str | list[str] | dict, *, env: dict | None = None, timeout: float = 30,
-                   name_prefix: str | None = None) -> list[Tool]:
+                   name_prefix: str | None = None, dangerous: bool | list[str] | None = None,
+                   max_result_chars: int = MAX_RESULT_CHARS) -> list[Tool]:
     """Connect to an MCP server and return one :class:`MCPTool` per server tool.
 
+    ``dangerous``: ``None`` (every tool not annotated ``readOnlyHint: true``),
+    ``True``/``False`` (every tool), or a list of the tools that are (server or
+    prefixed names). ``max_result_chars``: longer results keep head and tail.
     Raises ``UserError`` when the ``mcp`` package is missing and ``ConfigError``
     when the server entry is malformed or the server cannot be started/reached.
     """
@@ -442,10 +466,14 @@ def load_mcp_tools(server: str | list[str] | dict, *, env: dict | None = None, t
     spec = parse_server(server, env)
     try:
         timeout = float(timeout)
+        max_result_chars = int(max_result_chars)
     except (TypeError, ValueError):
-        raise ConfigError("MCP 'timeout' must be a number of seconds", key="mcp_servers") from None
-    if timeout <= 0:
-        raise ConfigError("MCP 'timeout' must be positive", key="mcp_servers")
+        raise ConfigError("MCP 'timeout' must be a number of seconds and 'max_result_chars' a number of "
+                          "characters", key="mcp_servers") from None
+    if timeout <= 0 or max_result_chars <= 0:
+        raise ConfigError("MCP 'timeout' and 'max_result_chars' must be positive", key="mcp_servers")
+    danger = DangerRule(dangerous, key="mcp_servers", owner="MCP server", names="tools",
+                        default_means="every tool the server does not annotate readOnlyHint: true")
     connection = MCPConnection(spec, timeout)
     try:
         listed = connection.connect()
@@ -461,8 +489,15 @@ def load_mcp_tools(server: str | list[str] | dict, *, env: dict | None = None, t
             name, n = f"{base[:60]}_{n}", n + 1
         seen.add(name)
         description = (item.description or getattr(item, "title", None) or item.name).strip()
+        risky = danger.decide({item.name, name}, default=not _read_only(item))
         tools.append(MCPTool(connection, item.name, name, description,
-                             _schema(_attr(item, "input_schema", "inputSchema"))))
+                             _schema(_attr(item, "input_schema", "inputSchema")), dangerous=risky,
+                             max_result_chars=max_result_chars))
+    try:
+        danger.check_listed(spec.label)
+    except ConfigError:
+        connection.close()
+        raise
     if not tools:
         log.warning("the MCP server %s offers no tools", spec.label)
     return tools

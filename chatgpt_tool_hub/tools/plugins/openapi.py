@@ -14,6 +14,11 @@ document fetched from the web can only point to http(s) URLs, never to a
 local file. Path parameters are percent-encoded as one segment, so
 an argument can never change the path or add a query. Auth secrets are sent,
 never shown: they are redacted from observations, errors and logs.
+
+Operations that can change something (POST, PUT, PATCH, DELETE) are
+``dangerous``: an app with an approver asks it before every call. The
+``dangerous`` option overrides that (``True``/``False`` for every operation,
+or a list of the operations that are).
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ from urllib.parse import quote, urljoin, urlsplit
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
 from ..builtin._netguard import BlockedURLError, DeadlineExceeded, check_url, describe_network_error, pinned_session
-from ...textutil import strip_control as clean_text
+from ._danger import DangerRule
+from ...textutil import decode_text, strip_control as clean_text
 
 __all__ = ["load_openapi_tools", "OpenAPITool"]
 
 log = logging.getLogger("chatgpt_tool_hub.tools.openapi")
 
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+_SAFE_METHODS = ("get", "head", "options", "trace")  # RFC 9110 "safe": they change nothing on the server
 _PARAM_PLACES = ("path", "query", "header", "cookie")
 _MAX_DOC_BYTES = 5 * 1024 * 1024
 _MAX_BODY_BYTES = 2 * 1024 * 1024
@@ -101,7 +108,7 @@ def _send(method: str, url: str, *, timeout: float, proxy: str | None, allow_pri
                 if session.aborted:  # the answer "ended" only because the deadline cut the connection
                     raise DeadlineExceeded(_TOTAL_TIMEOUTS * timeout)
                 return _Reply(resp.status_code, resp.reason or "", resp.headers.get("Content-Type") or "",
-                              bytes(data[:limit]).decode(resp.encoding or "utf-8", errors="replace"), truncated,
+                              decode_text(bytes(data[:limit]), resp.encoding), truncated,
                               url)
         raise BlockedURLError("refused: more than 5 redirects")
     finally:
@@ -441,9 +448,13 @@ class OpenAPITool(Tool):
 
 def load_openapi_tools(source: str | dict, *, auth: dict | None = None, base_url: str | None = None,
                        timeout: float = 15, proxy: str | None = None, allow_private: bool = False,
-                       name_prefix: str | None = None, operations: list[str] | None = None) -> list[Tool]:
+                       name_prefix: str | None = None, operations: list[str] | None = None,
+                       dangerous: bool | list[str] | None = None) -> list[Tool]:
     """One :class:`OpenAPITool` per operation of an OpenAPI 3.x document or ChatGPT plugin manifest.
 
+    ``dangerous``: ``None`` (by method: POST, PUT, PATCH and DELETE are),
+    ``True``/``False`` (every operation), or a list of the operations that are
+    (operationIds, tool names or ``"METHOD /path"``, like ``operations``).
     Raises ``ConfigError`` naming the source and the problem when the document
     cannot be loaded or is not a valid OpenAPI 3.x document.
     """
@@ -452,6 +463,8 @@ def load_openapi_tools(source: str | dict, *, auth: dict | None = None, base_url
     except (TypeError, ValueError):
         raise ConfigError("OpenAPI 'timeout' must be a number of seconds", key=_KEY) from None
     credentials = _make_auth(auth)
+    danger = DangerRule(dangerous, key=_KEY, owner="OpenAPI", names="operations",
+                        default_means="by HTTP method: POST, PUT, PATCH and DELETE are dangerous")
     doc, location, label = _load(source, net)
     plugin_name, plugin_text = None, ""
     if isinstance(doc.get("api"), dict) and ("name_for_model" in doc or "schema_version" in doc):
@@ -494,17 +507,21 @@ def load_openapi_tools(source: str | dict, *, auth: dict | None = None, base_url
             while any(t.name == unique for t in tools):
                 unique, n = f"{name[:60]}_{n}", n + 1
             name = unique
+            spellings = {op_id, base, name, f"{method.upper()} {path}"} - {""}
+            risky = danger.decide(spellings, default=method not in _SAFE_METHODS)
             if wanted is not None:
-                hits = wanted & {op_id, base, name, f"{method.upper()} {path}"}
+                hits = wanted & spellings
                 if not hits:
                     continue
                 matched |= hits
             tool = _operation_tool(resolver, label, path, method, op, item, name, server, credentials, net)
+            tool.dangerous = risky
             if plugin_text and not tools:
                 tool.description = f"{plugin_text[:2000]}\n\n{tool.description}"
             tools.append(tool)
     if wanted is not None and wanted - matched:
         raise _bad(label, f"operations not found: {', '.join(sorted(wanted - matched))}")
+    danger.check_listed(label)
     if not tools:
         log.warning("OpenAPI source %s defines no operations", label)
     return tools
