@@ -113,12 +113,15 @@ def secret_values(values: Mapping[str, Any]) -> list[str]:
 _AUTH_SCHEMES = ("bearer ", "basic ", "token ", "apikey ")
 
 
-def _collect(values: Any, found: list[str], depth: int, secret: bool = False) -> None:
+def _collect(values: Any, found: list[str], depth: int, secret: bool = False, parent: str = "") -> None:
     if depth > 6:
         return
     if isinstance(values, Mapping):
         for key, value in values.items():
-            _collect(value, found, depth + 1, secret or is_secret_key(str(key)))
+            name = str(key).lower()
+            # an OpenAPI plugin's {"auth": {"type": "header", "name": "X-Key", "value": "..."}}
+            own = is_secret_key(name) or (parent == "auth" and name == "value")
+            _collect(value, found, depth + 1, secret or own, name)
     elif isinstance(values, (list, tuple)):
         for value in values:
             _collect(value, found, depth + 1, secret)

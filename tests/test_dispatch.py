@@ -166,8 +166,10 @@ def test_keys_inside_nested_settings_are_redacted_too():
         return f"server env has {token}; header was Bearer {bearer}"
 
     servers = json.dumps([{"server": "python -m srv", "env": {"GITHUB_TOKEN": token}}])
-    plugins = [{"source": "https://api.test/openapi.json", "headers": {"Authorization": f"Bearer {bearer}"}}]
-    assert {token, bearer} <= set(secret_values({"mcp_servers": servers, "openapi_plugins": plugins}))
+    plugins = [{"source": "https://api.test/openapi.json", "headers": {"Authorization": f"Bearer {bearer}"}},
+               {"source": "https://b.test/openapi.json", "auth": {"type": "header", "name": "X-Key", "value": "hv-99"}}]
+    found = set(secret_values({"mcp_servers": servers, "openapi_plugins": plugins}))
+    assert {token, bearer, "hv-99"} <= found and not found & {"header", "X-Key", "https://b.test/openapi.json"}
     llm = ScriptedLLM([act("talker", "x"), answer("ok")])
     app = AppFactory().create_app(tools_list=[talker], llm=llm, no_default=True, my_servers=servers,
                                   my_plugins=plugins)

@@ -32,6 +32,7 @@ from typing import Any, Mapping, NamedTuple
 from urllib.parse import quote, urljoin, urlsplit
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
+from ...redact import Redactor
 from ..base import Tool
 from ..builtin._netguard import BlockedURLError, DeadlineExceeded, check_url, describe_network_error, pinned_session
 from ._danger import DangerRule
@@ -137,8 +138,8 @@ class _Auth:
         if kind == "basic":
             pair = f"{self._values['username']}:{self._values['password']}".encode()
             secrets.append(base64.b64encode(pair).decode())
-        self.secrets = sorted({s for s in secrets + [quote(s, safe="") for s in secrets] if len(s) >= 4},
-                              key=len, reverse=True)
+        self._redactor = Redactor(secrets)  # every spelling (percent-encoded, JSON-escaped ...)
+        self.secrets = sorted(self._redactor.secrets, key=len, reverse=True)
 
     def apply(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         out = dict(kwargs)
@@ -154,9 +155,7 @@ class _Auth:
         return out
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        return self._redactor.redact(text)
 
 
 def _make_auth(auth: Mapping[str, Any] | None) -> _Auth | None:
