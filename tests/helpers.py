@@ -65,3 +65,15 @@ def process_gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def wait_gone(pid: int, seconds: float = 5.0) -> bool:
+    """Poll until ``pid`` no longer runs (see ``process_gone``), for at most ``seconds``."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process_gone(pid):
+            return True
+        time.sleep(0.05)
+    return process_gone(pid)

@@ -111,13 +111,13 @@ def test_a_subtree_hides_the_key_in_its_own_llm_requests_and_its_depth_one_event
 
 
 def test_dispatch_does_the_same_for_any_caller():
-    from chatgpt_tool_hub.engine.dispatch import Outcome, dispatch, run_call
+    from chatgpt_tool_hub.engine.dispatch import Outcome, dispatch, drive
     from chatgpt_tool_hub.redact import Redactor
 
     context = ToolContext(redactor=Redactor([SECRET]))
     gen = dispatch({"leaky": leaky}, "LEAKY", "x", context, prompts=load_prompts("en"), max_chars=50)
     events: list = []
-    outcome = run_call(gen, events.append)
+    outcome = drive(gen, events.append)
     assert isinstance(outcome, Outcome) and outcome.tool == "leaky" and outcome.status == "ok"
     assert [type(e) for e in events] == [ActionEvent, ObservationEvent]
     assert_clean(outcome.text, "outcome text")
@@ -127,16 +127,16 @@ def test_dispatch_does_the_same_for_any_caller():
 
 
 def test_dispatch_maps_failures_approval_and_unknown_names():
-    from chatgpt_tool_hub.engine.dispatch import dispatch, run_call
+    from chatgpt_tool_hub.engine.dispatch import dispatch, drive
 
     prompts = load_prompts("en")
     refused = CountingTool(dangerous=True)
     context = ToolContext(approve=lambda name, given: False)
-    denied = run_call(dispatch({"counter": refused}, "counter", "x", context, prompts=prompts, max_chars=0), None)
+    denied = drive(dispatch({"counter": refused}, "counter", "x", context, prompts=prompts, max_chars=0), None)
     assert denied.status == "denied" and refused.calls == [] and "did not approve" in denied.observation
-    unknown = run_call(dispatch({"counter": refused}, "nope", "x", ToolContext(), prompts=prompts, max_chars=0), None)
+    unknown = drive(dispatch({"counter": refused}, "nope", "x", ToolContext(), prompts=prompts, max_chars=0), None)
     assert unknown.status == "unknown_tool" and unknown.tool == "nope" and "counter" in unknown.observation
-    broken = run_call(dispatch({"counter": CountingTool(fail=True)}, "counter", "x", ToolContext(), prompts=prompts,
+    broken = drive(dispatch({"counter": CountingTool(fail=True)}, "counter", "x", ToolContext(), prompts=prompts,
                                max_chars=0), None)
     assert broken.status == "error" and broken.error == "RuntimeError: boom"
     assert broken.observation == 'Error: the tool "counter" failed: RuntimeError: boom'

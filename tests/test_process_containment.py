@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import process_gone
+from helpers import process_gone, wait_gone
 
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
 from chatgpt_tool_hub.tools.builtin.terminal import TerminalTool
@@ -31,15 +31,6 @@ pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="p
 
 _REPO = Path(__file__).resolve().parents[1]
 
-
-def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
-    """Poll until ``pid`` no longer runs (no such process, or a zombie nobody reaped yet)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process_gone(pid):
-            return True
-        time.sleep(0.05)
-    return process_gone(pid)
 
 
 def _parent(pid: int) -> int:
@@ -92,7 +83,7 @@ def test_worker_exit_ends_a_child_in_a_new_session(py, tmp_path, leftovers):
     leftovers.extend(_read_pids(pidfile))
     assert leftovers, out
     assert "exited (status 0)" in out and "earlier calls are lost" in out
-    assert _wait_gone(leftovers[0]), f"the setsid child {leftovers[0]} outlived the worker"
+    assert wait_gone(leftovers[0]), f"the setsid child {leftovers[0]} outlived the worker"
     assert py.run("print('fresh')") == "fresh"
 
 
@@ -113,7 +104,7 @@ def test_worker_exit_ends_a_double_forked_daemon(py, tmp_path, leftovers):
     out = py.run(code)
     leftovers.extend(_read_pids(pidfile))
     assert leftovers, out
-    assert _wait_gone(leftovers[0]), f"the daemon {leftovers[0]} outlived the worker"
+    assert wait_gone(leftovers[0]), f"the daemon {leftovers[0]} outlived the worker"
 
 
 def test_cpu_limit_ends_the_worker_and_its_children(tmp_path, leftovers):
@@ -124,7 +115,7 @@ def test_cpu_limit_ends_the_worker_and_its_children(tmp_path, leftovers):
         leftovers.extend(_read_pids(pidfile))
         assert leftovers, out
         assert "CPU time" in out, out
-        assert _wait_gone(leftovers[0]), f"the setsid child {leftovers[0]} outlived the worker"
+        assert wait_gone(leftovers[0]), f"the setsid child {leftovers[0]} outlived the worker"
     finally:
         tool.close()
 
@@ -154,7 +145,7 @@ def test_code_that_kills_its_supervisor_leaves_nothing(py, tmp_path, leftovers, 
     leftovers.extend(_read_pids(pidfile))
     assert leftovers, out
     assert "Error:" in out and "earlier calls are lost" in out
-    assert _wait_gone(leftovers[0]), f"the setsid child {leftovers[0]} outlived its supervisor"
+    assert wait_gone(leftovers[0]), f"the setsid child {leftovers[0]} outlived its supervisor"
     assert py.run("print('fresh')") == "fresh"
 
 
@@ -174,7 +165,7 @@ def test_terminal_command_that_kills_its_supervisor_leaves_nothing(tmp_path, lef
     first = out.splitlines()[0] if out else ""
     leftovers.extend(int(word) for word in first.split() if word.isdigit())
     assert leftovers, out
-    assert _wait_gone(leftovers[0]), f"the setsid child {leftovers[0]} outlived its supervisor: {out!r}"
+    assert wait_gone(leftovers[0]), f"the setsid child {leftovers[0]} outlived its supervisor: {out!r}"
 
 
 # ---- the application dies -----------------------------------------------------------------
@@ -208,7 +199,7 @@ def test_app_killed_mid_call_leaves_no_worker_supervisor_or_child(tmp_path, left
         assert ancestor == app.pid
         app.kill()
         assert app.wait(timeout=10) == -signal.SIGKILL
-        stayed = [pid for pid in leftovers if not _wait_gone(pid)]
+        stayed = [pid for pid in leftovers if not wait_gone(pid)]
         assert not stayed, f"still running after the app was killed: {stayed} of {leftovers}"
     finally:
         if app.poll() is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import process_gone
+from helpers import wait_gone
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ConfigError, ToolInputError
@@ -173,7 +173,7 @@ def test_timeout_kills_the_group_and_the_next_call_starts_fresh(make_py):
     assert out.startswith("started")
     assert "Error: the code ran longer than 1 s and was stopped (python_timeout)" in out
     assert "earlier calls are lost" in out
-    assert _wait_gone(int(out.split()[1]))  # the child the code started is gone too
+    assert wait_gone(int(out.split()[1]))  # the child the code started is gone too
     assert py.run("print('again')") == "again"
     assert "NameError" in py.run("state")
 
@@ -337,7 +337,7 @@ def test_close_leaves_no_worker_processes(py):
     holders = list(py.worker_pids().values())  # the process that holds each worker (its supervisor)
     assert len(set(holders)) == 3 and not set(holders) & set(pids)
     py.close()
-    assert all(_wait_gone(pid) for pid in pids + holders)
+    assert all(wait_gone(pid) for pid in pids + holders)
     assert py.worker_pids() == {}
     py.close()  # twice is fine
     assert py.run("'usable again'") == "'usable again'"
@@ -350,7 +350,7 @@ def test_workers_end_when_the_tool_is_garbage_collected(workspace):
     pid = int(tool.run("import os; os.getpid()"))
     del tool
     gc.collect()
-    assert _wait_gone(pid)
+    assert wait_gone(pid)
 
 
 def test_engine_keeps_serving_after_timeouts_and_bad_input(workspace):
@@ -492,13 +492,6 @@ def test_sandbox_child_that_ignores_stdin(tmp_path):
 
 
 
-def _wait_gone(pid: int) -> bool:
-    for _ in range(50):
-        if process_gone(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
 
 def test_sandbox_timeout_kills_the_process_group(tmp_path):
     code = ("import subprocess, sys, time\n"
@@ -509,7 +502,7 @@ def test_sandbox_timeout_kills_the_process_group(tmp_path):
     result = run_sandboxed([sys.executable, "-c", code], cwd=tmp_path, timeout=1.0)
     assert time.monotonic() - started < 5
     assert result.timed_out and result.returncode == -9
-    assert _wait_gone(int(result.output.split()[0]))
+    assert wait_gone(int(result.output.split()[0]))
 
 
 def test_sandbox_ends_background_children_after_exit(tmp_path):
@@ -520,7 +513,7 @@ def test_sandbox_ends_background_children_after_exit(tmp_path):
     result = run_sandboxed([sys.executable, "-c", code], cwd=tmp_path, timeout=10)
     assert time.monotonic() - started < 5
     assert result.returncode == 0 and not result.timed_out
-    assert _wait_gone(int(result.output.split()[0]))
+    assert wait_gone(int(result.output.split()[0]))
 
 
 def test_sandbox_missing_command(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import process_gone
+from helpers import process_gone, wait_gone
 
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
 from chatgpt_tool_hub.tools.builtin.terminal import TerminalTool
@@ -26,14 +26,6 @@ _SLEEPER = "import time; time.sleep(120)"
 
 
 
-
-def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process_gone(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture
@@ -93,7 +85,7 @@ def test_python_timeout_also_ends_children_that_left_the_group(py, leftovers, co
     out = py.run(code + "while True: pass\n")
     assert "python_timeout" in out
     leftovers.extend(_pids(out))
-    assert leftovers and all(_wait_gone(pid) for pid in leftovers), out
+    assert leftovers and all(wait_gone(pid) for pid in leftovers), out
 
 
 @pytest.mark.parametrize("code", [SETSID_CHILD, DOUBLE_FORK], ids=["setsid", "double-fork"])
@@ -101,7 +93,7 @@ def test_python_close_and_reset_end_children_that_left_the_group(py, leftovers, 
     leftovers.extend(_pids(py.run(code)))
     assert leftovers and not any(process_gone(pid) for pid in leftovers)  # alive while the session lives
     py.reset()
-    assert all(_wait_gone(pid) for pid in leftovers)
+    assert all(wait_gone(pid) for pid in leftovers)
 
 
 def test_python_background_children_live_on_between_calls(py, leftovers):
@@ -121,14 +113,14 @@ def test_terminal_ends_what_the_command_left_behind(term, leftovers, command):
     leftovers.extend(_pids(out))
     assert leftovers, out
     assert time.monotonic() - started < 5
-    assert all(_wait_gone(pid) for pid in leftovers), out
+    assert all(wait_gone(pid) for pid in leftovers), out
 
 
 def test_terminal_timeout_ends_children_that_left_the_group(term, leftovers):
     out = term.run(f"setsid {sys.executable} -c '{_SLEEPER}' >/dev/null 2>&1 & echo $!; sleep 60")
     assert "terminal_timeout" in out
     leftovers.extend(_pids(out))
-    assert leftovers and all(_wait_gone(pid) for pid in leftovers), out
+    assert leftovers and all(wait_gone(pid) for pid in leftovers), out
 
 
 def test_terminal_exit_status_and_signals_still_reported(term):
@@ -171,7 +163,7 @@ def test_a_forged_reply_does_not_outlive_the_next_call(tmp_path):
         assert "python_timeout" not in out and not out.startswith("Error"), out
         pid = py.worker_pids()["default"]
         assert "python_timeout" in py.run("print('served')")  # the worker is still looping: stopped now
-        assert _wait_gone(pid)
+        assert wait_gone(pid)
         assert py.run("print('served')") == "served"
     finally:
         py.close()
@@ -201,7 +193,7 @@ def test_a_dead_parent_leaves_no_worker_or_background_child(tmp_path, leftovers)
     assert proc.returncode == -signal.SIGKILL
     leftovers.extend(int(p) for p in marker.read_text().split())
     assert len(leftovers) == 2
-    assert all(_wait_gone(pid) for pid in leftovers)
+    assert all(wait_gone(pid) for pid in leftovers)
 
 
 def test_kill_tree_never_leaves_a_process_stopped(tmp_path, leftovers, monkeypatch):

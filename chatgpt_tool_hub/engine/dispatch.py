@@ -19,7 +19,7 @@ through :func:`dispatch`, which does, in this order and nowhere else:
 8. the end event (``ObservationEvent``), and an :class:`Outcome`.
 
 It is a generator: events are yielded as they happen (the start event before
-the tool runs) and the outcome is its return value; :func:`run_call` drives it
+the tool runs) and the outcome is its return value; :func:`drive` drives it
 for callers that push events somewhere instead of yielding them.
 """
 
@@ -36,7 +36,7 @@ from ..textutil import strip_control
 from ..tools.base import Tool, ToolContext, render_output
 from .prompts import PromptSet
 
-__all__ = ["Outcome", "dispatch", "run_call", "resolve_tool", "clean_observation", "truncate_observation"]
+__all__ = ["Outcome", "dispatch", "drive", "resolve_tool", "clean_observation", "truncate_observation"]
 
 log = logging.getLogger("chatgpt_tool_hub.engine")
 Status = Literal["ok", "error", "unknown_tool", "denied"]
@@ -104,8 +104,9 @@ def dispatch(tools: Mapping[str, Tool], name: str, tool_input: Any, context: Too
     return outcome
 
 
-def run_call(gen: Generator[Event, None, Outcome], emit: Callable[[Event], None] | None) -> Outcome:
-    """Drive a :func:`dispatch` generator, handing its events to ``emit``; its outcome."""
+def drive(gen: Generator[Event, None, Any], emit: Callable[[Event], None] | None) -> Any:
+    """Drive an event generator (:func:`dispatch`, ``Engine.iter_run``), handing its events to ``emit``;
+    its return value."""
     while True:
         try:
             event = next(gen)

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..config import SETTINGS
-from ..engine.dispatch import clean_observation, dispatch, run_call
+from ..engine.dispatch import clean_observation, dispatch, drive
 from ..engine.prompts import PromptSet, load_prompts
 from ..events import Event
 from ..tools.base import Tool, ToolContext
@@ -255,7 +255,7 @@ class DagRun:
 
             calls = dispatch({task.task: tool}, task.task, given, self.context, prompts=self.prompts,
                              max_chars=0, start=start, end=None)
-            outcome = run_call(calls, self.post)
+            outcome = drive(calls, self.post)
         except UnresolvedPlaceholder as exc:
             self._finish(task_id, "failed", error=self._clean(f"not run: {exc}"))
         except BaseException as exc:  # the budget, a bug here (even SystemExit): the task fails, never the run

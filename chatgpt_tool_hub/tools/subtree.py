@@ -10,9 +10,10 @@ observation, never an empty string.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 from ..config import set_only, tool_prefix
+from ..engine.dispatch import drive
 from ..engine.loop import Engine, EngineSettings
 from ..errors import ConfigError, LLMError, ToolExecutionError
 from ..llm.base import LLM
@@ -63,7 +64,7 @@ class SubtreeTool(Tool):
         engine = Engine(llm, self.tools, replace(self.settings, depth=depth), approve=context.approve,
                         budget=context.budget, redactor=context.redactor)
         try:
-            result = _drive(engine.iter_run(text, session_id=context.session_id), context.emit)
+            result = drive(engine.iter_run(text, session_id=context.session_id), context.emit)
         except LLMError as exc:
             raise SubtreeError(f"subtree '{self.name}' failed: its LLM call failed: {exc}") from None
         if context.usage is not None:  # the parent's RunResult.usage covers the whole tree
@@ -94,16 +95,6 @@ class SubtreeTool(Tool):
     def close(self) -> None:
         for tool in self.tools:
             tool.close()
-
-
-def _drive(gen, emit: Callable[[Any], None] | None):
-    while True:
-        try:
-            event = next(gen)
-        except StopIteration as stop:
-            return stop.value
-        if emit is not None:
-            emit(event)
 
 
 def subtree_llm(name: str, context: AppContext) -> LLM | None:
