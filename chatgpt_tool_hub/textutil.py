@@ -6,7 +6,7 @@ import codecs
 import re
 from functools import lru_cache
 
-__all__ = ["strip_control", "clip_text", "decode_text", "text_codec", "TEXT_CODECS"]
+__all__ = ["strip_control", "clip_text", "decode_text", "text_codec", "content_type", "TEXT_CODECS"]
 
 # ANSI/VT escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte escapes), 8-bit CSI,
 # every other C0/C1 control character except tab and newline, and bidi overrides.
@@ -74,6 +74,14 @@ _META_CHARSET = re.compile(rb"<meta[^>]+charset=[\"']?\s*([\w.:-]+)", re.I)
 
 
 @lru_cache(maxsize=256)
+def content_type(header: str | None) -> tuple[str, str | None]:
+    """``(media type, charset)`` of a ``Content-Type`` header: ``text/html; charset="utf-8"`` ->
+    ``("text/html", "utf-8")``; the charset is ``None`` when none is given."""
+    parts = [p.strip() for p in (header or "").split(";")]
+    charset = next((p.split("=", 1)[1].strip("\"' ") for p in parts[1:] if p.lower().startswith("charset=")), None)
+    return parts[0].lower(), charset or None
+
+
 def text_codec(charset: str | None) -> str | None:
     """The codec for a declared ``charset`` when it is an allowed text codec (aliases work:
     ``Latin1``, ``windows-1252``, ``UTF8``, ``sjis``), else ``None``."""

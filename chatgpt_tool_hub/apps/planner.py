@@ -18,12 +18,11 @@ from ..events import Event
 from ..llm.base import LLM, Message
 from ..planner.catalog import Catalog, load_catalog
 from ..planner.pipeline import PlannerSettings, Request, RunControl, iter_request
-from ..planner.results import PlanResult
 from ..planner.select import SELECTION_MODES, ModelSelector
 from ..planner.workers import DaemonPool
 from ..tools.base import Tool
 from ..tools.context import AppContext
-from .conversation import DEFAULT_SESSION, ConversationApp, FileAnnouncer
+from .conversation import ConversationApp, FileAnnouncer
 
 __all__ = ["PlannerApp", "CONFIG_KEYS"]
 

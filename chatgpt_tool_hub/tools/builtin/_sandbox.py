@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 import shutil
 import signal
 import subprocess

@@ -28,7 +28,7 @@ from urllib.parse import urljoin
 
 import requests
 
-from ...textutil import clip_text, decode_text, strip_control, text_codec
+from ...textutil import clip_text, content_type, decode_text, strip_control, text_codec
 from ...errors import ConfigError, ToolHubError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 from ..context import AppContext, pure_context
@@ -189,7 +189,7 @@ class UrlGetTool(Tool):
         return response
 
     def _read(self, response: requests.Response, checked: CheckedURL, session: PinnedSession) -> Page:
-        ctype, charset = _content_type(response.headers.get("Content-Type", ""))
+        ctype, charset = content_type(response.headers.get("Content-Type", ""))
         page = Page(response.url or checked.url, response.status_code, response.reason or "", ctype, charset)
         length_header = response.headers.get("Content-Length", "").strip()
         length = int(length_header) if length_header.isdigit() else None
@@ -223,7 +223,7 @@ class UrlGetTool(Tool):
                     page.truncated = True
                     page.notes.append(f"the download took longer than {self.total_timeout:g} s; stopped early")
                     break
-        except requests.RequestException as exc:
+        except requests.RequestException:
             if session.aborted:
                 exc = DeadlineExceeded(self.total_timeout)
             if not chunks:
@@ -395,12 +395,6 @@ def _body_text(page: Page, links: bool) -> tuple[str, str]:
         except ValueError:
             return "", text
     return "", text
-
-
-def _content_type(header: str) -> tuple[str, str | None]:
-    parts = [p.strip() for p in (header or "").split(";")]
-    charset = next((p.split("=", 1)[1].strip("\"' ") for p in parts[1:] if p.lower().startswith("charset=")), None)
-    return parts[0].lower(), charset or None
 
 
 def _declared_binary(ctype: str) -> bool:

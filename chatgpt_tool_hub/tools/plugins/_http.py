@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from ...config import is_secret_key
 from ...errors import ToolExecutionError, ToolInputError
 from ...redact import Redactor
-from ...textutil import decode_text
+from ...textutil import content_type, decode_text
 from ..context import DEFAULT_TIMEOUT, HttpSettings
 
 __all__ = ["HttpSettings", "HttpResponse", "fetch", "get_json", "get_text", "scrub", "host_of",
@@ -128,14 +128,9 @@ def _connection_reason(err: Exception, secrets: Redactor) -> str:
     return "connection failed: " + scrub(text, secrets)[:200]
 
 
-def _charset(content_type: str) -> str | None:
-    match = re.search(r"charset=\"?([\w.:-]+)", content_type or "", flags=re.I)
-    return match.group(1) if match else None
-
-
-def _decode(body: bytes, content_type: str) -> str:
+def _decode(body: bytes, header: str) -> str:
     """The body in its declared charset when that is a text codec (``textutil.TEXT_CODECS``), else UTF-8."""
-    return decode_text(body, _charset(content_type))
+    return decode_text(body, content_type(header)[1])
 
 
 def _error_detail(text: str, secrets: Redactor) -> str:
