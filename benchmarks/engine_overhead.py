@@ -77,6 +77,26 @@ def ours(steps: int, secrets: tuple[str, ...] = ()) -> float:
     return (wall - llm_timer.seconds - tool_timer.seconds) / steps
 
 
+class InstantLLM:
+    """Replies from a list at no cost: the whole run time is the engine's (less noisy than subtracting)."""
+
+    def __init__(self, replies: list[str]):
+        from chatgpt_tool_hub.llm.base import LLMResponse
+
+        self.replies = iter([LLMResponse(r) for r in replies])
+
+    def complete(self, messages, *, stop=None):
+        return next(self.replies)
+
+
+def ours_instant(steps: int) -> float:
+    replies = [action(i) for i in range(steps)] + [FINAL]
+    engine = Engine(InstantLLM(replies), [EchoTool(Timer())], EngineSettings(think_depth=steps))
+    started = time.perf_counter()
+    engine.run("benchmark")
+    return (time.perf_counter() - started) / steps
+
+
 def langchain(steps: int) -> float | None:
     try:
         from langchain_classic.agents import AgentExecutor, create_react_agent
@@ -139,6 +159,8 @@ def main() -> int:
         print(f"{steps:>6} {a:16.1f}us {lc} {ratio}")
     growth = rows[200][0] / rows[10][0]
     print(f"chatgpt_tool_hub per-step cost at 200 steps / at 10 steps: {growth:.2f}x")
+    instant = median_us(ours_instant, 200)
+    print(f"chatgpt_tool_hub whole run per step with an instant LLM (nothing subtracted), 200 steps: {instant:.1f}us")
     secret = median_us(lambda steps: ours(steps, ("sk-benchmark-key-0123456789abcdef", "bing-key-0123456789")), 200)
     print(f"chatgpt_tool_hub with two configured keys redacted from every observation, 200 steps: {secret:.1f}us")
     if rows[10][1] is None:
