@@ -28,9 +28,9 @@ How to add an expert tool
    override for diffusers or a model class with its processor, building it
    inside ``loading.load_with(build, ...)`` to keep the cache lookup and the
    error messages: see ``vqa.py`` and ``generation.py``).
-5. Add ``"name": ("module", "Class")`` to ``EXPERT_TOOLS`` (and a line to
-   ``EXPERT_DESCRIPTIONS``) in ``experts/__init__.py``, a tiny-model builder to
-   ``experts/tiny.py`` and its fixture in ``tests/experts/conftest.py``.
+5. Add ``"name": ("module", "Class", "one line")`` to the family's table in
+   ``experts/tables/`` , a tiny-model builder to the family's module in
+   ``experts/tiny/`` (and its ``BUILDERS`` table), and tests that build it.
 
 Settings each tool reads (``<tool>`` = name with ``-`` → ``_``): ``<tool>_model``
 (hub id or local folder), ``<tool>_device`` / ``expert_load`` / ``expert_device``

@@ -1,0 +1,136 @@
+"""Tiny vision models: captioning, VQA, detection, classification, segmentation, depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._common import LABELS, VOCAB, folder_of, labels
+
+__all__ = ["build_blip", "build_blip_vqa", "build_detr", "build_vit", "build_yolos", "build_segformer", "build_depth_anything", "BUILDERS"]
+
+
+def build_blip(folder: str | Path) -> str:
+    """BLIP captioner: 1-layer vision and text towers, a hand-written WordPiece vocab, 32x32 images."""
+    from transformers import BlipForConditionalGeneration
+
+    return _build_blip(folder, BlipForConditionalGeneration)
+
+
+def build_blip_vqa(folder: str | Path) -> str:
+    """BLIP VQA (``BlipForQuestionAnswering``, like Salesforce/blip-vqa-base), same tiny towers as the captioner."""
+    from transformers import BlipForQuestionAnswering
+
+    return _build_blip(folder, BlipForQuestionAnswering)
+
+
+def _build_blip(folder: str | Path, model_class) -> str:
+    import torch
+    from transformers import BertTokenizer, BlipConfig, BlipImageProcessor, BlipProcessor
+
+    folder = folder_of(folder)
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n")
+    tokenizer = BertTokenizer(str(vocab), do_lower_case=True)
+    tokenizer.add_special_tokens({"bos_token": "[DEC]"})
+    processor = BlipProcessor(image_processor=BlipImageProcessor(size={"height": 32, "width": 32}),
+                              tokenizer=tokenizer)
+    config = BlipConfig(
+        text_config=dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=37, max_position_embeddings=64, bos_token_id=5, pad_token_id=0,
+                         sep_token_id=3, eos_token_id=3),
+        vision_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+                           image_size=32, patch_size=8),
+        projection_dim=32, image_text_hidden_size=32)
+    torch.manual_seed(0)
+    model_class(config).save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return str(folder)
+
+
+def build_detr(folder: str | Path) -> str:
+    """DETR with a tiny transformers ResNet backbone (no timm, nothing pretrained), 5 queries."""
+    import torch
+    from transformers import DetrConfig, DetrForObjectDetection, DetrImageProcessor, ResNetConfig
+
+    folder = folder_of(folder)
+    backbone = ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 8, 8, 8], depths=[1, 1, 1, 1],
+                            layer_type="basic", out_features=["stage4"])
+    config = DetrConfig(use_timm_backbone=False, backbone_config=backbone, use_pretrained_backbone=False,
+                        d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                        decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, num_queries=5,
+                        id2label=dict(enumerate(LABELS[:3])), label2id={n: i for i, n in enumerate(LABELS[:3])})
+    torch.manual_seed(0)
+    DetrForObjectDetection(config).save_pretrained(folder)
+    DetrImageProcessor(size={"shortest_edge": 32, "longest_edge": 64}).save_pretrained(folder)
+    return str(folder)
+
+
+def build_vit(folder: str | Path) -> str:
+    """ViT classifier over 8 labels, 32x32 images, one layer."""
+    import torch
+    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+
+    folder = folder_of(folder)
+    config = ViTConfig(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=16, id2label=dict(enumerate(LABELS)),
+                       label2id={n: i for i, n in enumerate(LABELS)})
+    torch.manual_seed(0)
+    ViTForImageClassification(config).save_pretrained(folder)
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return str(folder)
+
+
+def build_yolos(folder: str | Path) -> str:
+    """YOLOS detector (the object-detection default's architecture; no timm), 5 detection tokens."""
+    import torch
+    from transformers import YolosConfig, YolosForObjectDetection, YolosImageProcessor
+
+    folder = folder_of(folder)
+    config = YolosConfig(image_size=[32, 32], patch_size=8, hidden_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=16, num_detection_tokens=5, **labels(LABELS[:3]))
+    torch.manual_seed(0)
+    YolosForObjectDetection(config).save_pretrained(folder)
+    YolosImageProcessor(size={"shortest_edge": 32, "longest_edge": 64}).save_pretrained(folder)
+    return str(folder)
+
+
+def build_segformer(folder: str | Path) -> str:
+    """SegFormer semantic segmentation over 8 labels, two 1-layer stages, 32x32 inputs."""
+    import torch
+    from transformers import SegformerConfig, SegformerForSemanticSegmentation, SegformerImageProcessor
+
+    folder = folder_of(folder)
+    config = SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
+                             patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+                             decoder_hidden_size=16, **labels(LABELS))
+    torch.manual_seed(0)
+    SegformerForSemanticSegmentation(config).save_pretrained(folder)
+    SegformerImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return str(folder)
+
+
+def build_depth_anything(folder: str | Path) -> str:
+    """Depth Anything (the depth-estimation default's architecture) on a 2-layer DINOv2 backbone, 28x28 inputs."""
+    import torch
+    from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config, DPTImageProcessor
+
+    folder = folder_of(folder)
+    backbone = Dinov2Config(image_size=28, patch_size=14, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=16, out_features=["stage1", "stage2"], reshape_hidden_states=False)
+    config = DepthAnythingConfig(backbone_config=backbone, reassemble_hidden_size=16, reassemble_factors=[4, 2],
+                                 neck_hidden_sizes=[8, 16], fusion_hidden_size=8, head_hidden_size=8, patch_size=14)
+    torch.manual_seed(0)
+    DepthAnythingForDepthEstimation(config).save_pretrained(folder)
+    DPTImageProcessor(size={"height": 28, "width": 28}, keep_aspect_ratio=True, ensure_multiple_of=14,
+                      do_pad=False).save_pretrained(folder)
+    return str(folder)
+
+
+BUILDERS = {
+    "image-captioning": build_blip,
+    "visual-question-answering": build_blip_vqa,
+    "object-detection": build_yolos,
+    "image-classification": build_vit,
+    "image-segmentation": build_segformer,
+    "depth-estimation": build_depth_anything,
+}
