@@ -175,3 +175,30 @@ def test_keys_inside_nested_settings_are_redacted_too():
                                   my_plugins=plugins)
     observation = app.run("q").steps[0].observation
     assert token not in observation and bearer not in observation and observation.count("***") == 2
+
+
+def test_a_plan_hands_the_bare_result_to_the_next_task():
+    """``<resource>-N`` of a text task is its bare result (the caption), not the sentence around it."""
+    from chatgpt_tool_hub.tools.base import ToolResult
+
+    seen: list[str] = []
+
+    @tool(name="captioner", description="Describe an image.")
+    def captioner(text: str) -> str:
+        return ToolResult("image/a.png shows: a red cat", value="a red cat")
+
+    @tool(name="shout", description="Upper-case a text.")
+    def shout(text: str) -> str:
+        seen.append(text)
+        return text.upper()
+
+    plan = json.dumps([{"task": "captioner", "id": 0, "dep": [-1], "args": {"text": "image/a.png"}},
+                       {"task": "shout", "id": 1, "dep": [0], "args": {"text": "<resource>-0"}}])
+    llm = ScriptedLLM([plan, "done"])
+    app = AppFactory().create_app(app_type="planner", tools_list=[captioner, shout], llm=llm, no_default=True)
+    result = app.run("caption and shout")
+    assert seen == ["a red cat"] and result.tasks[1].output == "A RED CAT"
+    assert result.tasks[0].output == "image/a.png shows: a red cat" and result.tasks[0].resource == "a red cat"
+    react = AppFactory().create_app(tools_list=[captioner], llm=ScriptedLLM([act("captioner", "x"), answer("ok")]),
+                                    no_default=True)
+    assert react.run("q").steps[0].observation == "image/a.png shows: a red cat"  # the model sees the sentence

@@ -33,7 +33,7 @@ from typing import Any, Callable, Generator, Iterable, Literal, Mapping
 from ..errors import ModelFeedbackError
 from ..events import ActionEvent, Event, ObservationEvent
 from ..textutil import strip_control
-from ..tools.base import Tool, ToolContext, render_output
+from ..tools.base import Tool, ToolContext, render_output, value_of
 from .prompts import PromptSet
 
 __all__ = ["Outcome", "dispatch", "drive", "resolve_tool", "clean_observation", "truncate_observation"]
@@ -54,6 +54,7 @@ class Outcome:
     status: Status
     seconds: float
     error: str = ""    # for a call that failed: why, in a few words (cleaned like the observation)
+    value: str = ""    # the bare result (``ToolResult.value``; else ``text``), cleaned, not truncated
 
 
 def resolve_tool(tools: Mapping[str, Tool], name: str) -> Tool | None:
@@ -98,7 +99,9 @@ def dispatch(tools: Mapping[str, Tool], name: str, tool_input: Any, context: Too
     text, observation = clean_observation(raw, context.redactor, max_chars)
     if error:
         error = clean_observation(error, context.redactor, 0)[0]
-    outcome = Outcome(tool_name, observation, text, status, time.perf_counter() - started, error)
+    bare = value_of(raw) if status == "ok" else raw
+    value = text if bare is raw else clean_observation(bare, context.redactor, 0)[0]
+    outcome = Outcome(tool_name, observation, text, status, time.perf_counter() - started, error, value)
     if end is not None:
         yield end(tool_name, observation, context.depth)
     return outcome

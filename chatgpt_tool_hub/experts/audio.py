@@ -13,6 +13,7 @@ import wave
 from typing import Any, Mapping
 
 from ..errors import ToolInputError
+from ..tools.base import ToolResult
 from . import files
 from .base import ExpertTool
 from .remote import RemoteBlob, RemoteEndpoint
@@ -114,7 +115,7 @@ class SpeechRecognitionTool(ExpertTool):
         length = f" ({seconds:.1f} s)" if seconds is not None else ""
         if not text:
             return f"No speech was recognised in {self.rel(audio)}{length}."
-        return f'Transcript of {self.rel(audio)}{length}: "{text}"'
+        return ToolResult(f'Transcript of {self.rel(audio)}{length}: "{text}"', value=text)
 
 
 _AUDIO_EXTENSIONS = {"audio/flac": "flac", "audio/x-flac": "flac", "audio/mpeg": "mp3", "audio/mp3": "mp3",
@@ -168,7 +169,7 @@ class TextToSpeechTool(ExpertTool):
         details = f"{seconds:.1f} s" if seconds is not None else "length unknown"
         if rate:
             details += f", {rate} Hz"
-        return f"Spoke the text into {name} ({details})."
+        return ToolResult(f"Spoke the text into {name} ({details}).", value=name)
 
     def _save_samples(self, result: Any) -> tuple[str, float | None, int | None]:
         import numpy as np

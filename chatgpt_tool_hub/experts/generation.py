@@ -12,6 +12,7 @@ import warnings
 from typing import Any, Mapping
 
 from ..errors import ToolInputError, UserError
+from ..tools.base import ToolResult
 from .base import ExpertTool, decode_image
 from .devices import tool_key
 from .remote import RemoteBlob, RemoteEndpoint
@@ -133,4 +134,4 @@ class TextToImageTool(ExpertTool):
         note = ""
         if isinstance(flagged, list) and flagged and flagged[0]:
             note = " The safety checker flagged it and blanked the image; describe a different picture."
-        return f"Drew {name} ({width}x{height}) from the description.{note}"
+        return ToolResult(f"Drew {name} ({width}x{height}) from the description.{note}", value=name)

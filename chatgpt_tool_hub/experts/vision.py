@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..tools.base import ToolResult
 from .base import ExpertTool, open_image
 
 __all__ = ["ImageCaptioningTool", "ObjectDetectionTool", "ImageClassificationTool", "IMAGE_PARAMETERS"]
@@ -65,7 +66,7 @@ class ImageCaptioningTool(ExpertTool):
         caption = " ".join(t for t in texts if t)
         if not caption:
             return f"The captioner returned no caption for {self.rel(image)}."
-        return f"{self.rel(image)} shows: {caption}"
+        return ToolResult(f"{self.rel(image)} shows: {caption}", value=caption)
 
 
 class ObjectDetectionTool(ExpertTool):

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import ToolInputError
+from ..tools.base import ToolResult
 from .base import ExpertTool, image_base64, open_image
 from .devices import tool_key
 from .remote import RemoteEndpoint
@@ -148,4 +149,4 @@ class VisualQuestionAnsweringTool(ExpertTool):
         if scored:
             answers = sorted(scored, key=lambda a: -a[1])[: max(1, int(self.options["top_k"]))]
         shown = "; ".join(f"{text} ({score:.2f})" if score is not None else text for text, score in answers)
-        return f"Answer about {self.rel(image)}: {shown}"
+        return ToolResult(f"Answer about {self.rel(image)}: {shown}", value=answers[0][0])

@@ -136,8 +136,10 @@ def _lookup(outputs: Mapping[int, str], task_id: int) -> str:
     return output
 
 
-def resource_value(output: str, kind: str, *, inputs: Iterable[Any] = (), roots: Sequence[str] = ()) -> str:
-    """What a ``<resource>-N`` stands for: the file path for image/audio/video outputs, else the text.
+def resource_value(output: str, kind: str, *, inputs: Iterable[Any] = (), roots: Sequence[str] = (),
+                   value: str | None = None) -> str:
+    """What a ``<resource>-N`` stands for: the file path for image/audio/video outputs, else the text --
+    the tool's bare result (``ToolResult.value``: the caption, not the sentence around it) when it gives one.
 
     A file output is often named inside a sentence that also names the input
     ("Found 2 objects in image/a.png ... Annotated image: image/b_detect_a.png"):
@@ -145,8 +147,11 @@ def resource_value(output: str, kind: str, *, inputs: Iterable[Any] = (), roots:
     last one that exists (in the working directory or one of ``roots``) wins.
     """
     text = (output or "").strip()
+    bare = (value or "").strip()
     if kind not in FILE_KINDS:
-        return text
+        return bare or text
+    if bare and locate(bare, roots):
+        return bare
     if locate(text, roots):
         return text
     own = {os.path.basename(v) for v in _strings(list(inputs)) if v}

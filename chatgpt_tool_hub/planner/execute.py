@@ -147,7 +147,7 @@ class DagRun:
             self._pool.submit(lambda task_id=task_id: self._work(task_id))
 
     def _settle(self, result: TaskResult, status: str, now: float, *, output: str | None = None,
-                error: str | None = None, reason: str | None = None) -> None:
+                error: str | None = None, reason: str | None = None, value: str | None = None) -> None:
         """Give a task its final status, free its slot, tell the reader."""
         result.status = status  # type: ignore[assignment]
         result.ended = now
@@ -159,7 +159,8 @@ class DagRun:
             kind = getattr(tool, "output_kind", "text")
             roots = workspace_roots([tool])
             try:
-                result.resource = resource_value(output or "", kind, inputs=result.args.values(), roots=roots)
+                result.resource = resource_value(output or "", kind, inputs=result.args.values(), roots=roots,
+                                                 value=value)
                 result.file = locate(result.resource, roots) if kind in FILE_KINDS else None
             except Exception:  # never leave a task half-settled: its dependents and the reader wait on it
                 log.warning("could not read the resource of task %s", result.id, exc_info=True)
@@ -227,13 +228,14 @@ class DagRun:
                 nearest = min(self._deadlines.values(), default=None)
                 self._wake.wait(None if nearest is None else max(0.0, nearest - self._now()))
 
-    def _finish(self, task_id: int, status: str, *, output: str | None = None, error: str | None = None) -> None:
+    def _finish(self, task_id: int, status: str, *, output: str | None = None, error: str | None = None,
+                value: str | None = None) -> None:
         with self._lock:
             result = self.results[task_id]
             if result.status != "running":  # timed out or cancelled meanwhile: the late result is dropped
                 log.debug("task %s finished after it was %s; result ignored", task_id, result.status)
                 return
-            self._settle(result, status, self._now(), output=output, error=error)
+            self._settle(result, status, self._now(), output=output, error=error, value=value)
             self._after(task_id)
 
     def _work(self, task_id: int) -> None:
@@ -263,7 +265,7 @@ class DagRun:
             self._finish(task_id, "failed", error=self._clean(f"{type(exc).__name__}: {exc}"))
         else:
             if outcome.status == "ok":
-                self._finish(task_id, "ok", output=outcome.text)
+                self._finish(task_id, "ok", output=outcome.text, value=outcome.value)
             else:
                 self._finish(task_id, "failed", error=outcome.error)
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import ToolInputError
 
-__all__ = ["Tool", "ToolContext", "FunctionTool", "tool", "schema_from_function", "render_output"]
+__all__ = ["Tool", "ToolContext", "ToolResult", "FunctionTool", "tool", "schema_from_function", "render_output"]
 
 _RESOURCE_KINDS = ("text", "image", "audio", "video")
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
@@ -41,6 +41,28 @@ class ToolContext:
 
 
 DEFAULT_CONTEXT = ToolContext()
+
+
+class ToolResult(str):
+    """An observation that also carries the bare result: ``ToolResult("image/a.png shows: a cat", value="a cat")``.
+
+    It is the observation text everywhere a string is expected (the LLM sees
+    the sentence); ``value`` is what a plan hands to the next task as
+    ``<resource>-N`` (the caption, the transcript, the file path), without the
+    sentence around it. A plain ``str`` result is its own value.
+    """
+
+    value: str
+
+    def __new__(cls, text: str, value: Any = None) -> "ToolResult":
+        result = super().__new__(cls, text)
+        result.value = text if value is None else (value if isinstance(value, str) else render_output(value))
+        return result
+
+
+def value_of(result: str) -> str:
+    """The bare result of a tool's output (``ToolResult.value``, else the text itself)."""
+    return getattr(result, "value", result)
 
 
 class Tool:
