@@ -292,6 +292,19 @@ class ExpertTool(Tool):
         image.save(target, "PNG")
         return name
 
+    def save_video(self, frames: Any, input_path: str | os.PathLike | None, op: str, *, fps: float = 8.0,
+                   ext: str = "gif") -> str:
+        """Save RGB frames as a video (``gif`` through Pillow, ``mp4`` through PyAV) under the chained output
+        name (or a fresh ``video/{uuid}.{ext}``); returns the relative name."""
+        from .video_io import write_video
+
+        name = (files.output_path(self.rel(input_path), op, ext) if input_path
+                else files.new_path(self.workspace, "video", ext))
+        target = self.workspace / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_video(frames, target, fps=fps)
+        return name
+
     def save_audio(self, samples: Any, sampling_rate: int, input_path: str | os.PathLike | None, op: str) -> str:
         """Save audio samples as WAV under the chained output name (or a fresh one)."""
         name = (files.output_path(self.rel(input_path), op, "wav") if input_path
