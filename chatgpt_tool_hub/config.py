@@ -63,6 +63,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("max_parse_retries", int, 2, "malformed outputs sent back to the LLM per question"),
         Setting("memory_max_tokens", int, 2000, "token budget of the chat history kept per session"),
         Setting("observation_max_chars", int, 4000, "longer observations keep head and tail"),
+        Setting("tool_prompt_max_tokens", int, 3000, "token budget of the tool list in the text-protocol prompt: "
+                "longer lists get shorter descriptions (no tool is left out; 0: no limit)"),
         Setting("prompt_language", str, "auto", "'en', 'zh' or 'auto' (by the question's script)"),
         Setting("tool_calling", str, "text", "'text' (Thought/Action/Action Input protocol) or 'native' "
                 "(the API's tool calls)"),

@@ -126,7 +126,7 @@ def test_json_tool_validation_errors_are_observations_the_model_can_fix():
     assert statuses == ["error", "error", "error", "ok"]
     assert result.steps[0].observation.startswith("Error: Invalid input for tool 'add'")
     assert "'b' is a required property" in result.steps[1].observation
-    assert "expects a JSON object" in result.steps[2].observation
+    assert "arguments are not valid JSON" in result.steps[2].observation and "was not run" in result.steps[2].observation
     assert result.steps[3].observation == "5" and result.output == "5"
     tool_messages = [m for m in llm.requests[-1] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == ["call_1", "c2", "c3", "c4"]

@@ -14,7 +14,7 @@ import threading
 import weakref
 from dataclasses import replace
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from ..config import get_typed, is_secret_key, secret_values, set_only
@@ -121,6 +121,7 @@ class AppFactory:
             observation_max_chars=config["observation_max_chars"],
             prompt_language=config["prompt_language"],
             tool_calling=config["tool_calling"],
+            tool_prompt_max_tokens=config["tool_prompt_max_tokens"],
         )
         return App(llm, tools, settings=settings, memory_max_tokens=config["memory_max_tokens"],
                    approve=approve, callbacks=callbacks, context=context, config=shown_config(config.values),
@@ -135,7 +136,8 @@ class AppFactory:
             tools_list = [name.strip() for name in tools_list.split(",") if name.strip()]
         elif isinstance(tools_list, Tool):
             tools_list = [tools_list]
-        requested: list[str | Tool] = list(tools_list if tools_list is not None else (config.tools or []))
+        requested: list[str | Tool] = [_as_tool(item) for item in
+                                       (tools_list if tools_list is not None else (config.tools or []))]
         if not config["no_default"]:
             requested = [*registry.default_tool_names(), *requested]
         unknown = [n for n in requested if isinstance(n, str) and n not in registry]
@@ -164,7 +166,17 @@ class AppFactory:
         remote = _remote_tools(config, owned)
         for tool in remote:
             tools.setdefault(tool.name, tool)
+        for tool in tools.values():
+            tool.parameter_schema  # normalised and checked once, now: a schema that cannot be fixed fails here
         return list(tools.values())
+
+
+def _as_tool(item: Any) -> Any:
+    """A ``(definition, function)`` pair (an OpenAI / BFCL function definition and its implementation) as a
+    tool; anything else as it is."""
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Mapping) and callable(item[1]):
+        return Tool.from_function(item[0], item[1])
+    return item
 
 
 def _remote_tools(config: ResolvedConfig, owned: list[Tool] | None = None) -> list[Tool]:

@@ -28,7 +28,7 @@ from . import native
 from .budget import Budget, BudgetExceeded
 from .dispatch import dispatch, resolve_tool, truncate_observation
 from .parser import Action, Finish, parse_output
-from .prompts import PromptSet, detect_language, load_prompts
+from .prompts import PromptSet, detect_language, load_prompts, tool_block
 from .steps import ParseFailureStep, RunResult, RunState, ToolStep
 
 __all__ = ["Engine", "EngineSettings", "truncate_observation", "STOP_SEQUENCES"]
@@ -48,6 +48,7 @@ class EngineSettings:
     bot_name: str = "LLM-OS"
     depth: int = 0  # nesting depth, for subtree engines
     tool_calling: str = "text"  # "text": the Thought/Action protocol; "native": the API's tool calls
+    tool_prompt_max_tokens: int = 3000  # the tool list of the text-protocol prompt is shortened past this
 
 
 class Engine:
@@ -244,8 +245,7 @@ class Engine:
         if self.native:  # the tools travel as function schemas
             system = prompts.render("system_native", **values)
         elif self.tools:
-            values["tools"] = "\n".join(f"> {t.name}: {_one_line(t.description)}" + _args_hint(t)
-                                        for t in self.tools.values())
+            values["tools"] = tool_block(list(self.tools.values()), self.settings.tool_prompt_max_tokens)
             values["tool_names"] = ", ".join(self.tools)
             system = prompts.render("system", **values)
         else:
@@ -255,9 +255,3 @@ class Engine:
 
 def _one_line(text: str) -> str:
     return " ".join((text or "").split())
-
-
-def _args_hint(tool: Tool) -> str:
-    if tool.parameters is None or tool.single_parameter:
-        return ""
-    return f" Input: a JSON object like {tool.example_input()}"

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import OutputParserError
 from ..llm.base import Message, ToolCall
-from ..tools.base import Tool
+from ..tools.base import MalformedArguments, Tool
 from .parser import Action, Finish, parse_output
 
 __all__ = ["tool_schemas", "with_ids", "assistant_message", "describe", "tool_message", "tool_input", "decide",
@@ -80,7 +80,9 @@ def tool_message(call_id: str, content: str) -> Message:
 
 
 def _arguments(raw: str | Mapping[str, Any] | None) -> dict | str:
-    """The call's arguments: a dict when they are a JSON object, else the text as sent."""
+    """The call's arguments: a dict when they are a JSON object; text that opens an object but is not valid
+    JSON (a reply cut off mid-object) is :class:`MalformedArguments`, which no tool runs on; other text
+    is kept as sent."""
     if isinstance(raw, Mapping):
         return dict(raw)
     text = (raw or "").strip()
@@ -88,7 +90,10 @@ def _arguments(raw: str | Mapping[str, Any] | None) -> dict | str:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except ValueError as exc:
+        if text.startswith("{"):
+            where = "it ends before the object is closed" if exc.pos >= len(text) - 1 else f"at character {exc.pos}"
+            return MalformedArguments(text, f"the call's arguments are not valid JSON ({exc.msg}; {where})")
         return text
     return value if isinstance(value, dict) else text
 
@@ -98,7 +103,7 @@ def tool_input(call: ToolCall, tool: Tool | None) -> str | dict:
     (the one property :meth:`Tool.openai_schema` gives them), or under a lone other key."""
     arguments = _arguments(call.arguments)
     if tool is None or tool.parameters is not None or isinstance(arguments, str):
-        return arguments
+        return arguments  # MalformedArguments is a str: the tool refuses it with its problem
     if "input" in arguments:
         value = arguments["input"]
     elif len(arguments) == 1:

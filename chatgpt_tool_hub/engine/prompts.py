@@ -10,13 +10,15 @@ never scanned again, and the user's own text never goes through a template
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from functools import lru_cache
 from importlib import resources
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import UserError
 
-__all__ = ["PromptSet", "load_prompts", "detect_language", "LANGUAGES"]
+__all__ = ["PromptSet", "load_prompts", "detect_language", "tool_block", "tool_line", "LANGUAGES"]
 
 LANGUAGES = ("en", "zh")
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
@@ -68,3 +70,68 @@ def detect_language(text: str, setting: str = "auto") -> str:
     if setting and setting != "auto":
         return setting
     return "zh" if _CJK.search(text or "") else "en"
+
+
+# ---- the tool list of the text-protocol prompt -------------------------------------------------------
+
+# per tool: (description chars, parameter chars) -> (line, tokens); weak, so a dropped tool is forgotten
+_LINES: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_LINES_LOCK = threading.Lock()
+# how far a tool's line may be shortened, step by step, to fit the budget: (description, parameters)
+_STEPS = ((600, 400), (300, 240), (160, 120), (100, 0), (60, 0))
+
+
+def tool_line(tool: Any, description_chars: int = 600, parameter_chars: int = 400) -> str:
+    """``> name: description Input: a JSON object like {...} (param: type, required - ...; ...)``."""
+    return _cached(tool, description_chars, parameter_chars)[0]
+
+
+def _cached(tool: Any, description_chars: int, parameter_chars: int) -> tuple[str, int]:
+    key = (description_chars, parameter_chars, tool.description, id(tool.parameters))
+    try:
+        with _LINES_LOCK:
+            found = _LINES.get(tool, {}).get(key)
+    except TypeError:  # a tool that cannot be weakly referenced: not cached
+        found = None
+    if found is not None:
+        return found
+    from ..llm.tokens import count_tokens
+
+    description = " ".join((tool.description or "").split())
+    if len(description) > description_chars:
+        description = description[: max(0, description_chars - 3)].rstrip() + "..."
+    line = f"> {tool.name}: {description}" + _input_hint(tool, parameter_chars)
+    found = (line, count_tokens(line))
+    try:
+        with _LINES_LOCK:
+            _LINES.setdefault(tool, {})[key] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _input_hint(tool: Any, parameter_chars: int) -> str:
+    if tool.parameters is None:
+        return ""
+    single = tool.single_parameter
+    schema = tool.parameter_schema
+    if single and "string" in _types_of(schema.properties.get(single)) and len(schema.required) <= 1:
+        return ""  # one text parameter: the input is plain text
+    hint = f" Input: a JSON object like {tool.example_input()}"
+    details = tool.describe_parameters(parameter_chars) if parameter_chars > 0 else ""
+    return f"{hint} ({details})" if details else hint
+
+
+def _types_of(node: Any) -> set:
+    kind = node.get("type") if isinstance(node, dict) else None
+    return set(kind) if isinstance(kind, list) else ({kind} if kind else set())
+
+
+def tool_block(tools: Sequence[Any], max_tokens: int = 3000) -> str:
+    """The prompt's tool list: every tool's line, shortened step by step (descriptions, then parameter
+    details) until the whole block fits ``max_tokens`` (0: no limit); tools are never left out."""
+    for description_chars, parameter_chars in _STEPS:
+        lines = [_cached(t, description_chars, parameter_chars) for t in tools]
+        if max_tokens <= 0 or sum(tokens for _, tokens in lines) <= max_tokens:
+            break
+    return "\n".join(line for line, _ in lines)

@@ -8,18 +8,18 @@ works alone ("pure mode"): ``tool.run("input") -> str``.
 from __future__ import annotations
 
 import ast
-import inspect
 import json
-import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from ..errors import ToolInputError
+from ..errors import ConfigError, ToolInputError
+from .schema import ParameterSchema, describe_schema, schema_types
+from .signature import signature_of
 
-__all__ = ["Tool", "ToolContext", "ToolResult", "FunctionTool", "tool", "schema_from_function", "render_output"]
+__all__ = ["Tool", "ToolContext", "ToolResult", "FunctionTool", "tool", "schema_from_function", "render_output",
+           "MalformedArguments", "Arguments", "value_of"]
 
 _RESOURCE_KINDS = ("text", "image", "audio", "video")
-_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
 
 @dataclass(frozen=True)
@@ -65,19 +65,46 @@ def value_of(result: str) -> str:
     return getattr(result, "value", result)
 
 
+class MalformedArguments(str):
+    """A tool call's arguments that were meant as JSON and are not (a native call cut off mid-object):
+    the tool is not run, the model is told what was wrong."""
+
+    problem: str
+
+    def __new__(cls, text: str, problem: str) -> "MalformedArguments":
+        result = super().__new__(cls, text)
+        result.problem = problem
+        return result
+
+
+class Arguments(dict):
+    """Validated keyword arguments, with the coercions applied to them (``notes``) for the observation."""
+
+    notes: list[str]
+
+    def __init__(self, values: Mapping[str, Any] = (), notes: Iterable[str] = ()):
+        super().__init__(values)
+        self.notes = list(notes)
+
+
 class Tool:
     """Base class of every tool.
 
     Subclasses set ``name`` and ``description`` and implement ``_run``:
     ``_run(self, text: str)`` for string tools (``parameters is None``), or
-    ``_run(self, **arguments)`` when ``parameters`` is a JSON schema.
+    ``_run(self, **arguments)`` when ``parameters`` is a JSON schema. The schema
+    may be written in any common dialect (OpenAPI ``nullable``, type arrays,
+    ``"type": "dict"`` ...): it is normalised once, on first use
+    (:mod:`.schema`), and an unfixable one is a ``ConfigError`` naming the tool.
     """
 
     name: str = ""
     description: str = ""
     parameters: dict | None = None
     dangerous: bool = False  # asks for approval before each call where an approver is set
-    needs_context: bool = False  # True: ``_run`` also receives ``context=ToolContext``
+    needs_context: bool = False  # True: ``_run`` also receives the ToolContext, as ``context_argument``
+    context_argument: str = "context"  # the keyword the ToolContext is passed as
+    allow_extra_arguments: bool = False  # True: arguments the schema does not name are passed on, not refused
     output_kind: str = "text"  # what the observation names: "text", "image", "audio" or "video" (a file path)
 
     # ---- building ---------------------------------------------------------------
@@ -96,17 +123,53 @@ class Tool:
 
         return cls.from_context(pure_context(kwargs))
 
+    @classmethod
+    def from_function(cls, definition: Mapping[str, Any], func: Callable[..., Any], *,
+                      dangerous: bool = False) -> "FunctionTool":
+        """A tool from a raw function definition -- OpenAI's ``{"name", "description", "parameters"}``
+        (optionally wrapped as ``{"type": "function", "function": {...}}``), a BFCL definition in its own
+        dialect -- and the function that implements it, called with the validated arguments."""
+        return FunctionTool.from_definition(definition, func, dangerous=dangerous)
+
+    # ---- the schema ----------------------------------------------------------------
+
+    @property
+    def parameter_schema(self) -> ParameterSchema | None:
+        """The normalised schema (built once; ``None`` for a string tool)."""
+        if self.parameters is None:
+            return None
+        cached = self.__dict__.get("_parameter_schema")
+        if cached is None or cached.source is not self.parameters:
+            cached = ParameterSchema(self.parameters, self.name or type(self).__name__,
+                                     allow_extra=self.allow_extra_arguments)
+            if self.needs_context and self.context_argument in cached.properties:
+                raise ConfigError(f"tool '{self.name}': its parameter {self.context_argument!r} collides with the "
+                                  f"ToolContext it asks for (needs_context); set context_argument to another "
+                                  f"name", key=self.name)
+            self.parameters = cached.schema  # the normalised one, also in openai_schema()
+            cached.source = self.parameters
+            self.__dict__["_parameter_schema"] = cached
+        return cached
+
     # ---- what callers use -----------------------------------------------------
 
     def run(self, tool_input: str | Mapping[str, Any] = "", context: ToolContext | None = None) -> str:
         """Run the tool on text or a JSON object and return the observation text."""
-        extra = {"context": context or DEFAULT_CONTEXT} if self.needs_context else {}
+        if isinstance(tool_input, MalformedArguments):
+            raise ToolInputError(f"{tool_input.problem}; the tool '{self.name}' was not run. Send the arguments "
+                                 f"again as one complete JSON object.")
+        extra = {self.context_argument: context or DEFAULT_CONTEXT} if self.needs_context else {}
+        notes: list[str] = []
         if self.parameters is None:
             result = self._run(_as_text(tool_input), **extra)
         else:
             arguments = self.parse_arguments(tool_input)
+            notes = getattr(arguments, "notes", [])
             result = self._run(**arguments, **extra)
-        return render_output(result)
+        text = render_output(result)
+        if notes:  # the model sees what was adjusted, and sends it right next time
+            return ToolResult(f"{text}\n[input adjusted: {'; '.join(notes)}]", value=value_of(text))
+        return text
 
     def close(self) -> None:
         """Release resources (worker processes, models). Safe to call twice."""
@@ -117,35 +180,41 @@ class Tool:
     @property
     def single_parameter(self) -> str | None:
         """The name of the only parameter, when the tool takes exactly one."""
-        if self.parameters is None:
-            return None
-        props = self.parameters.get("properties") or {}
-        return next(iter(props)) if len(props) == 1 else None
+        schema = self.parameter_schema
+        return schema.single if schema is not None else None
 
     def parse_arguments(self, tool_input: str | Mapping[str, Any]) -> dict[str, Any]:
-        """Turn ``tool_input`` into validated keyword arguments or raise ``ToolInputError``."""
-        schema = self.parameters or {}
-        single = self.single_parameter
+        """Turn ``tool_input`` into validated keyword arguments or raise ``ToolInputError``.
+
+        A JSON object is taken as the arguments as they are (an unknown name is
+        refused, listing the accepted ones); only plain text given to a tool
+        with one parameter becomes that parameter's value. Safe coercions
+        (``"5"`` → ``5`` for an integer, ``null`` for an optional parameter →
+        omitted ...) are applied and listed in the result's ``notes``.
+        """
+        schema = self.parameter_schema
+        if schema is None:
+            return Arguments({"text": _as_text(tool_input)})
+        single = schema.single
+        if isinstance(tool_input, MalformedArguments):
+            raise ToolInputError(tool_input.problem)
         if isinstance(tool_input, Mapping):
             arguments = dict(tool_input)
-            if single and single not in arguments and len(arguments) == 1:
-                # {"query": "x"} given to a tool whose one parameter is "text"
-                arguments = {single: next(iter(arguments.values()))}
         else:
             text = _as_text(tool_input)
             parsed = _maybe_object(text)
-            if parsed is not None and (not single or single in parsed):
+            if parsed is not None and (not single or single in parsed
+                                       or "string" not in schema_types(schema.properties.get(single))):
                 arguments = parsed
             elif single:
-                arguments = {single: _coerce_scalar(text, (schema["properties"][single] or {}).get("type"))}
+                arguments = {single: text}
             else:
                 raise ToolInputError(
                     f"Tool '{self.name}' expects a JSON object with the keys "
-                    f"{', '.join(sorted((schema.get('properties') or {})))}; got plain text. "
-                    f"Example: {self.example_input()}"
+                    f"{', '.join(sorted(schema.properties))}; got plain text. Example: {schema.example()}"
                 )
-        _validate(self.name, arguments, schema)
-        return arguments
+        values, notes = schema.prepare(arguments)
+        return Arguments(values, notes)
 
     def input_kinds(self) -> dict[str, str]:
         """Each parameter's resource kind: its name when that is image/audio/video, else "text"."""
@@ -154,13 +223,18 @@ class Tool:
         return {p: (p if p in _RESOURCE_KINDS else "text") for p in (self.parameters.get("properties") or {})}
 
     def example_input(self) -> str:
-        props = (self.parameters or {}).get("properties") or {}
-        sample = {k: _SAMPLE.get((v or {}).get("type", "string"), "...") for k, v in props.items()}
-        return json.dumps(sample, ensure_ascii=False)
+        schema = self.parameter_schema
+        return schema.example() if schema is not None else '"..."'
+
+    def describe_parameters(self, max_chars: int = 400) -> str:
+        """The parameters in one compact line (names, types, required, enums, defaults, descriptions)."""
+        schema = self.parameter_schema
+        return describe_schema(schema.schema, max_chars) if schema is not None else ""
 
     def openai_schema(self) -> dict:
         """The tool as an OpenAI function-calling schema."""
-        params = self.parameters or {
+        schema = self.parameter_schema
+        params = schema.schema if schema is not None else {
             "type": "object",
             "properties": {"input": {"type": "string", "description": "the tool input"}},
             "required": ["input"],
@@ -180,17 +254,44 @@ class FunctionTool(Tool):
     """A tool made from a plain function (see :func:`tool`)."""
 
     def __init__(self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                 dangerous: bool = False):
+                 dangerous: bool = False, parameters: Mapping[str, Any] | None = None):
         self.func = func
         self.name = name or func.__name__.replace("_", "-")
-        self.needs_context = "context" in inspect.signature(func).parameters
-        schema, doc = schema_from_function(func)
-        self.parameters = schema
-        self.description = (description or doc or self.name).strip()
+        signature = signature_of(func)
+        self._converters = {} if parameters is not None else signature.converters
+        self._context_parameter = signature.context_parameter
+        if parameters is not None and signature.context_parameter in (parameters.get("properties") or {}):
+            self._context_parameter = None  # the schema names it: an ordinary argument
+        self.needs_context = self._context_parameter is not None
+        self.context_argument = self._context_parameter or "context"
+        self.parameters = dict(parameters) if parameters is not None else signature.schema
+        self.description = (description or signature.description or self.name).strip()
         self.dangerous = dangerous
         self.__doc__ = func.__doc__
+        self.parameter_schema  # normalised and checked now: a bad schema fails where the tool is made
+
+    @classmethod
+    def from_definition(cls, definition: Mapping[str, Any], func: Callable[..., Any], *,
+                        dangerous: bool = False) -> "FunctionTool":
+        """See :meth:`Tool.from_function`."""
+        if not isinstance(definition, Mapping):
+            raise ConfigError(f"a function definition must be a JSON object, not {type(definition).__name__}",
+                              key="tools_list")
+        body = definition.get("function") if isinstance(definition.get("function"), Mapping) else definition
+        name = body.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError("a function definition needs a \"name\"", key="tools_list")
+        parameters = body.get("parameters", body.get("input_schema", body.get("inputSchema")))
+        return cls(func, name=name.strip(), description=str(body.get("description") or name),
+                   dangerous=dangerous, parameters=parameters if parameters is not None else {})
 
     def _run(self, **arguments: Any) -> Any:
+        for key, convert in self._converters.items():
+            if key in arguments:
+                try:
+                    arguments[key] = convert(arguments[key])
+                except Exception as exc:  # pydantic's ValidationError: the model's input was wrong
+                    raise ToolInputError(f"Invalid input for tool '{self.name}': '{key}': {str(exc)[:300]}") from None
         return self.func(**arguments)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -198,69 +299,27 @@ class FunctionTool(Tool):
 
 
 def tool(func: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
-         dangerous: bool = False) -> Any:
-    """Make a :class:`Tool` from a function; usable bare (``@tool``) or with arguments."""
+         dangerous: bool = False, parameters: Mapping[str, Any] | None = None) -> Any:
+    """Make a :class:`Tool` from a function; usable bare (``@tool``) or with arguments.
+
+    ``parameters`` is an explicit JSON schema (any common dialect); without it the
+    schema comes from the signature and docstring (enums, item types, nested
+    dataclasses / TypedDicts / pydantic models and defaults included).
+    """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description, dangerous=dangerous)
+        return FunctionTool(f, name=name, description=description, dangerous=dangerous, parameters=parameters)
 
     return wrap(func) if func is not None else wrap
 
 
 # ---- helpers -----------------------------------------------------------------
 
-_SAMPLE = {"string": "...", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
-
 
 def schema_from_function(func: Callable[..., Any]) -> tuple[dict, str]:
     """JSON schema of ``func``'s parameters and its description, from signature and docstring."""
-    doc = inspect.getdoc(func) or ""
-    summary, param_docs = _split_docstring(doc)
-    props: dict[str, dict] = {}
-    required: list[str] = []
-    try:
-        hints = inspect.get_annotations(func, eval_str=True)
-    except Exception:  # unresolvable forward references: fall back to raw annotations
-        hints = getattr(func, "__annotations__", {})
-    for pname, param in inspect.signature(func).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname == "context":
-            continue
-        prop: dict[str, Any] = {}
-        jtype = _JSON_TYPES.get(_origin(hints.get(pname, str)))
-        if jtype:
-            prop["type"] = jtype
-        if pname in param_docs:
-            prop["description"] = param_docs[pname]
-        if param.default is param.empty:
-            required.append(pname)
-        else:
-            prop["default"] = param.default
-        props[pname] = prop
-    schema = {"type": "object", "properties": props, "required": required, "additionalProperties": False}
-    return schema, summary
-
-
-def _origin(annotation: Any) -> Any:
-    return getattr(annotation, "__origin__", annotation)
-
-
-def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """First paragraph(s) before an ``Args:`` section, and ``name: text`` lines inside it."""
-    match = re.search(r"^(Args|Arguments|Parameters):\s*$", doc, flags=re.M)
-    if not match:
-        return doc, {}
-    params: dict[str, str] = {}
-    current = None
-    for line in doc[match.end():].splitlines():
-        item = re.match(r"^\s+(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
-        if item:
-            current = item.group(1)
-            params[current] = item.group(2).strip()
-        elif current and line.strip() and line.startswith((" ", "\t")):
-            params[current] += " " + line.strip()
-        elif line.strip() and not line.startswith((" ", "\t")):
-            break
-    return doc[: match.start()].strip(), params
+    signature = signature_of(func)
+    return signature.schema, signature.description
 
 
 def _as_text(tool_input: Any) -> str:
@@ -286,33 +345,6 @@ def _maybe_object(text: str) -> dict | None:
         if isinstance(value, dict):
             return value
     return None
-
-
-def _coerce_scalar(text: str, jtype: str | None) -> Any:
-    if jtype in ("integer", "number", "boolean", "array"):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text  # validation reports the wrong type
-    return text
-
-
-def _validate(name: str, arguments: dict, schema: dict) -> None:
-    if not schema:
-        return
-    import jsonschema  # local import: keeps ``import chatgpt_tool_hub`` light
-
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
-    if errors:
-        problems = "; ".join(
-            (f"'{'.'.join(map(str, e.path))}': " if e.path else "") + e.message for e in errors[:5]
-        )
-        example = json.dumps(
-            {k: _SAMPLE.get((v or {}).get("type", "string"), "...") for k, v in (schema.get("properties") or {}).items()},
-            ensure_ascii=False,
-        )
-        raise ToolInputError(f"Invalid input for tool '{name}': {problems}. Expected a JSON object like {example}")
 
 
 def render_output(result: Any) -> str:

@@ -12,7 +12,7 @@ import re
 from typing import Any, Mapping
 
 from ...errors import ToolInputError
-from ..base import Tool, _maybe_object, _validate
+from ..base import Arguments, Tool, _maybe_object
 from ._http import HttpSettings, get_json
 
 __all__ = ["MeteoWeatherTool", "WEATHER_CODES", "describe_weather_code"]
@@ -109,8 +109,8 @@ class MeteoWeatherTool(Tool):
             arguments["days"] = int(arguments["days"])
         if isinstance(arguments.get("days"), int) and not isinstance(arguments["days"], bool):
             arguments["days"] = max(1, min(MAX_DAYS, arguments["days"]))
-        _validate(self.name, arguments, self.parameters)
-        return arguments
+        values, notes = self.parameter_schema.prepare(arguments)
+        return Arguments(values, notes)
 
     def _run(self, place: str, days: int | None = None, **_ignored: Any) -> str:
         days = days or self.days

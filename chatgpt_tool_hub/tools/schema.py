@@ -1,0 +1,386 @@
+"""Tool parameter schemas: normalised once, checked once, validated fast, coerced safely, shown compactly.
+
+Definitions come in many dialects: JSON Schema drafts, OpenAPI 3.0 (``nullable``),
+OpenAPI 3.1 and MCP (type arrays), the Berkeley Function Calling Leaderboard
+(``"type": "dict"``, ``float``, ``tuple``, ``any``), hand-written ones with a
+stray ``required: true`` inside a property. :func:`normalize` turns any of them
+into one valid JSON Schema 2020-12 document, once, when the tool is made, and
+raises a :class:`~chatgpt_tool_hub.errors.ConfigError` naming the tool and the
+path when it cannot. :class:`ParameterSchema` then holds the one validator
+built for it and everything the engine asks of a schema per call: unknown
+arguments, safe coercion (``"5"`` for an integer, ``4.0`` for an integer,
+``"true"`` for a boolean, ``null`` for an optional parameter), the error text
+the model sees, an example input, and a compact description for the prompt.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from typing import Any, Mapping
+
+from ..errors import ConfigError, ToolInputError
+
+__all__ = ["normalize", "ParameterSchema", "describe_schema", "schema_types", "JSON_TYPES"]
+
+JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
+_TYPE_ALIASES = {
+    "dict": "object", "map": "object", "hash": "object", "hashmap": "object", "mapping": "object", "json": "object",
+    "float": "number", "double": "number", "decimal": "number", "real": "number", "number": "number",
+    "int": "integer", "integer": "integer", "long": "integer", "int32": "integer", "int64": "integer",
+    "str": "string", "string": "string", "text": "string", "char": "string",
+    "bool": "boolean", "boolean": "boolean",
+    "list": "array", "array": "array", "tuple": "array", "set": "array", "sequence": "array",
+    "null": "null", "none": "null", "nonetype": "null",
+    "object": "object",
+}
+_ANY = {"any", "anything", "mixed", "", "unknown"}
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMAS = ("additionalProperties", "items", "not", "contains", "propertyNames", "if", "then", "else",
+               "unevaluatedProperties", "unevaluatedItems", "additionalItems")
+_NUMERIC_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
+                     "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
+_INTEGER = re.compile(r"[+-]?\d{1,30}")
+_MAX_DEPTH = 40
+
+
+# ---- normalising ------------------------------------------------------------------------------------
+
+
+def normalize(schema: Any, tool: str = "tool") -> dict:
+    """``schema`` as one valid JSON Schema 2020-12 object schema (a deep copy), or ``ConfigError``."""
+    if schema is None:
+        schema = {}
+    if not isinstance(schema, Mapping):
+        raise ConfigError(f"tool '{tool}': parameters must be a JSON schema object, not {type(schema).__name__}",
+                          key=tool)
+    fixed = _fix(copy.deepcopy(dict(schema)), "parameters", 0, tool)
+    if isinstance(fixed.get("required"), bool):  # nothing above the root collects it
+        fixed.pop("required")
+    if "type" not in fixed and "properties" in fixed or not fixed:
+        fixed.setdefault("type", "object")
+        fixed.setdefault("properties", {})
+    if _types(fixed) != {"object"}:
+        raise ConfigError(f"tool '{tool}': parameters must describe a JSON object (its arguments), not "
+                          f"{fixed.get('type')!r}; put the value under a property", key=tool)
+    fixed.setdefault("properties", {})
+    _check(fixed, tool)
+    return fixed
+
+
+def _fix(node: Any, path: str, depth: int, tool: str) -> Any:
+    if depth > _MAX_DEPTH:
+        raise ConfigError(f"tool '{tool}': the schema is nested deeper than {_MAX_DEPTH} levels at {path}", key=tool)
+    if isinstance(node, bool):
+        return node
+    if isinstance(node, str):  # {"city": "string"}: a bare type name as a property schema
+        kind = _alias(node)
+        return {"type": kind} if kind else {}
+    if not isinstance(node, dict):
+        return {}
+    if "type" in node:
+        kind = _fix_type(node["type"])
+        if kind is None:
+            node.pop("type")
+        else:
+            node["type"] = kind
+    if node.pop("nullable", False) is True and "type" in node:  # OpenAPI 3.0
+        kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        node["type"] = kinds + ["null"] if "null" not in kinds else kinds
+    if "enum" in node and not isinstance(node["enum"], list):
+        node["enum"] = [node["enum"]]
+    if "examples" in node and not isinstance(node["examples"], list):
+        node["examples"] = [node["examples"]]
+    for key in _NUMERIC_KEYWORDS:
+        if isinstance(node.get(key), str):
+            try:
+                value = float(node[key])
+                node[key] = int(value) if value.is_integer() else value
+            except ValueError:
+                node.pop(key)
+    if isinstance(node.get("items"), list):  # the tuple form: one schema per position
+        node["prefixItems"] = node.pop("items")
+    for key in _SUBSCHEMAS:
+        if key in node:
+            node[key] = _fix(node[key], f"{path}.{key}", depth + 1, tool)
+    for key in _SUBSCHEMA_LISTS:
+        if key in node:
+            items = node[key] if isinstance(node[key], list) else [node[key]]
+            node[key] = [_fix(item, f"{path}.{key}[{i}]", depth + 1, tool) for i, item in enumerate(items)]
+    for key in _SUBSCHEMA_MAPS:
+        if key in node:
+            if not isinstance(node[key], Mapping):
+                node.pop(key)
+                continue
+            node[key] = {str(k): _fix(v, f"{path}.{key}.{k}", depth + 1, tool) for k, v in node[key].items()}
+    _fix_required(node)
+    if "properties" in node and "type" not in node:
+        node["type"] = "object"
+    return node
+
+
+def _fix_required(node: dict) -> None:
+    """``required: true`` inside a property (a common mistake, and Swagger 2.0's parameter style) moves up into
+    the object's ``required`` list; the list keeps only names of strings, each once. A boolean ``required``
+    of this node itself is left for its parent to collect."""
+    props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    raw = node.get("required")
+    wanted = [r for r in raw if isinstance(r, str)] if isinstance(raw, list) else []
+    if raw is not None and not isinstance(raw, (list, bool)):
+        node.pop("required")
+    for name, prop in props.items():
+        if isinstance(prop, dict) and isinstance(prop.get("required"), bool):
+            if prop.pop("required"):
+                wanted.append(name)
+    if wanted or isinstance(raw, list):
+        node["required"] = list(dict.fromkeys(wanted))
+
+
+def _alias(name: str) -> str | None:
+    low = name.strip().lower()
+    if low in _ANY:
+        return None
+    return _TYPE_ALIASES.get(low) or (low if low in JSON_TYPES else None)
+
+
+def _fix_type(value: Any) -> str | list[str] | None:
+    names = value if isinstance(value, list) else [value]
+    kinds: list[str] = []
+    for name in names:
+        kind = _alias(name) if isinstance(name, str) else None
+        if kind is None:
+            return None  # "any" anywhere: no type restriction
+        if kind not in kinds:
+            kinds.append(kind)
+    if not kinds:
+        return None
+    return kinds[0] if len(kinds) == 1 else kinds
+
+
+def _check(schema: dict, tool: str) -> None:
+    import jsonschema  # local import: keeps ``import chatgpt_tool_hub`` light
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "parameters" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        raise ConfigError(f"tool '{tool}': its parameters are not a valid JSON schema at {where}: "
+                          f"{exc.message[:200]}", key=tool) from None
+
+
+def schema_types(node: Any) -> set[str]:
+    """The JSON types a (normalised) schema allows; empty when it does not say."""
+    if not isinstance(node, dict) or "type" not in node:
+        return set()
+    kind = node["type"]
+    return set(kind) if isinstance(kind, list) else {kind}
+
+
+_types = schema_types
+
+
+# ---- the schema of one tool ----------------------------------------------------------------------------
+
+
+class ParameterSchema:
+    """A normalised schema and what a call needs of it; built once per tool."""
+
+    def __init__(self, schema: Any, tool: str = "tool", *, allow_extra: bool = False):
+        self.tool = tool
+        self.schema = normalize(schema, tool)
+        self.properties: dict[str, Any] = self.schema.get("properties") or {}
+        self.required: list[str] = list(self.schema.get("required") or [])
+        extra = self.schema.get("additionalProperties")
+        # unknown arguments are refused unless the schema (or the tool) says they are welcome
+        self.allow_extra = allow_extra or extra is True or isinstance(extra, dict) or bool(
+            self.schema.get("patternProperties"))
+        self._validator: Any = None
+        self.source: Any = None  # the dict the tool holds (set by the tool, to notice a replaced schema)
+
+    @property
+    def validator(self) -> Any:
+        if self._validator is None:  # built on first use, once
+            import jsonschema
+
+            self._validator = jsonschema.Draft202012Validator(self.schema)
+        return self._validator
+
+    @property
+    def single(self) -> str | None:
+        return next(iter(self.properties)) if len(self.properties) == 1 else None
+
+    def prepare(self, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """``(arguments, notes)``: unknown names refused, safe coercions applied (each one in ``notes``),
+        then validated; a problem raises ``ToolInputError`` with a message for the model."""
+        if not self.allow_extra:
+            unknown = [k for k in arguments if k not in self.properties]
+            if unknown:
+                raise ToolInputError(
+                    f"Invalid input for tool '{self.tool}': unknown argument{'s' if len(unknown) > 1 else ''} "
+                    f"{', '.join(map(repr, unknown))}. Accepted: {self._accepted()}. "
+                    f"Expected a JSON object like {self.example()}")
+        arguments, notes = self.coerce(arguments)
+        errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if errors:
+            problems = "; ".join((f"'{'.'.join(map(str, e.path))}': " if e.path else "") + _short(e.message)
+                                 for e in errors[:5])
+            raise ToolInputError(f"Invalid input for tool '{self.tool}': {problems}. "
+                                 f"Expected a JSON object like {self.example()}")
+        return arguments, notes
+
+    def coerce(self, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Safe conversions of top-level values the schema does not accept as they are."""
+        out = dict(arguments)
+        notes: list[str] = []
+        for name, value in arguments.items():
+            prop = self.properties.get(name)
+            if not isinstance(prop, dict):
+                continue
+            kinds = _types(prop)
+            if value is None and "null" not in kinds and name not in self.required and "enum" not in prop:
+                out.pop(name)
+                notes.append(f"{name}: null -> omitted")
+                continue
+            if not kinds or _fits(value, kinds):
+                continue
+            fixed = _convert(value, kinds)
+            if fixed is not _NO:
+                out[name] = fixed
+                notes.append(f"{name}: {_shown(value)} -> {_shown(fixed)}")
+        return out, notes
+
+    def example(self) -> str:
+        return json.dumps({k: _sample(v) for k, v in self.properties.items()}, ensure_ascii=False)
+
+    def _accepted(self) -> str:
+        names = [f"{k} (required)" if k in self.required else k for k in self.properties]
+        return ", ".join(names) or "(none: pass {})"
+
+
+_NO = object()
+
+
+def _fits(value: Any, kinds: set[str]) -> bool:
+    for kind in kinds:
+        if kind == "string" and isinstance(value, str) or kind == "null" and value is None:
+            return True
+        if kind == "boolean" and isinstance(value, bool):
+            return True
+        if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if kind == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if kind == "array" and isinstance(value, list) or kind == "object" and isinstance(value, dict):
+            return True
+    return False
+
+
+def _convert(value: Any, kinds: set[str]) -> Any:
+    for kind in ("integer", "number", "boolean", "array", "object"):
+        if kind not in kinds:
+            continue
+        if kind == "integer":
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+                return int(value.strip())
+        elif kind == "number" and isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                continue
+            if math.isfinite(number):
+                return int(number) if _INTEGER.fullmatch(value.strip()) else number
+        elif kind == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        elif kind in ("array", "object") and isinstance(value, str) and value.strip()[:1] in "[{":
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                continue
+            if _fits(parsed, {kind}):
+                return parsed
+    return _NO
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _short(message: str) -> str:
+    return message if len(message) <= 300 else message[:297] + "..."
+
+
+def _sample(prop: Any, depth: int = 0) -> Any:
+    if not isinstance(prop, dict):
+        return "..."
+    if "enum" in prop and prop["enum"]:
+        return prop["enum"][0]
+    if "default" in prop:
+        return prop["default"]
+    kinds = [k for k in (prop.get("type") if isinstance(prop.get("type"), list) else [prop.get("type")])
+             if k and k != "null"]
+    kind = kinds[0] if kinds else None
+    if kind == "object" and depth < 2:
+        return {k: _sample(v, depth + 1) for k, v in (prop.get("properties") or {}).items()}
+    if kind == "array" and depth < 2 and isinstance(prop.get("items"), dict):
+        return [_sample(prop["items"], depth + 1)]
+    return {"string": "...", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(kind, "...")
+
+
+# ---- the prompt ----------------------------------------------------------------------------------------
+
+
+def describe_schema(schema: Mapping[str, Any], max_chars: int = 400) -> str:
+    """The parameters in one compact line for the text-protocol prompt, at most ``max_chars`` long:
+    ``city: string, required - the city; unit: "c"|"f" = "c"; days: integer``."""
+    props = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    parts = [_describe(name, prop, name in required, 0) for name, prop in props.items()]
+    text = "; ".join(parts)
+    if len(text) <= max_chars:
+        return text
+    short = "; ".join(_describe(name, prop, name in required, 0, descriptions=False) for name, prop in props.items())
+    if len(short) <= max_chars:
+        return short
+    return short[: max(0, max_chars - 4)].rstrip() + " ..."
+
+
+def _describe(name: str, prop: Any, required: bool, depth: int, descriptions: bool = True) -> str:
+    if not isinstance(prop, dict):
+        return name
+    head = f"{name}: {_type_text(prop, depth)}"
+    if required:
+        head += ", required"
+    if "default" in prop and not required:
+        head += f" = {json.dumps(prop['default'], ensure_ascii=False, default=str)[:30]}"
+    description = " ".join(str(prop.get("description") or "").split())
+    if descriptions and description:
+        head += f" - {description[:80]}{'...' if len(description) > 80 else ''}"
+    return head
+
+
+def _type_text(prop: dict, depth: int) -> str:
+    if prop.get("enum"):
+        values = [json.dumps(v, ensure_ascii=False) for v in prop["enum"][:8]]
+        return "|".join(values) + ("|..." if len(prop["enum"]) > 8 else "")
+    for key in ("anyOf", "oneOf"):
+        if isinstance(prop.get(key), list) and prop[key]:
+            return " or ".join(_type_text(p, depth) for p in prop[key][:3] if isinstance(p, dict)) or "any"
+    kinds = prop.get("type")
+    kinds = kinds if isinstance(kinds, list) else ([kinds] if kinds else [])
+    base = [k for k in kinds if k != "null"]
+    text = "/".join(base) or "any"
+    if "object" in base and depth < 2 and prop.get("properties"):
+        inner = "; ".join(_describe(n, p, n in set(prop.get("required") or []), depth + 1, descriptions=False)
+                          for n, p in prop["properties"].items())
+        text = f"object {{{inner}}}"
+    elif "array" in base and isinstance(prop.get("items"), dict):
+        text = f"array of {_type_text(prop['items'], depth + 1)}"
+    if "null" in kinds:
+        text += " or null"
+    return text
