@@ -70,6 +70,21 @@ def test_the_corpus_is_complete():
     assert kinds == {"action", "finish", "error"}
 
 
+MORE = Path(__file__).resolve().parent / "fixtures" / "react_outputs_more.jsonl"
+
+
+def _more() -> list:
+    cases = [json.loads(line) for line in MORE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [pytest.param(c, id=c["id"]) for c in cases]
+
+
+@pytest.mark.parametrize("case", _more())
+def test_real_output_classes_with_their_tool_lists(case):
+    """Function calls with keyword arguments, Finish[...], escaped names, JSON actions inside prose."""
+    result = parse(case["text"], case["tools"])
+    assert matches(result, case["expect"]), f"{case['id']} ({case['source']}): got {result!r}"
+
+
 # --- the format asked for --------------------------------------------------------------
 
 

@@ -188,7 +188,9 @@ def test_each_schema_builds_its_validator_once(monkeypatch):
 
     monkeypatch.setattr(jsonschema, "Draft202012Validator", counting)
     for i in range(20):
-        assert adder.run({"a": i, "b": 1}) == str(i + 1)
+        assert adder.run({"a": i, "b": 1}) == str(i + 1)  # flat schemas: valid calls need no validator at all
+        with pytest.raises(ToolInputError, match="'b': 'x' is not of type 'integer'"):
+            adder.run({"a": i, "b": "x"})                 # the messages come from the one jsonschema validator
     assert len(made) == 1
 
 
@@ -229,6 +231,8 @@ def test_decorated_functions_keep_enums_items_nested_models_and_defaults():
     assert props["mode"] == {"enum": ["fast", "slow"], "default": "fast"}
     assert props["tags"]["items"] == {"type": "string"} and props["limit"]["default"] == 10
     assert [p.get("type") for p in props["scores"]["anyOf"]] == ["object", "null"]
+    address = next(p for p in props["address"]["anyOf"] if p.get("type") == "object")
+    assert address["properties"] == {"city": {"type": "string"}, "zip": {"type": "string"}}
     person = props["person"]
     resolved = register.parameters["$defs"]["Person"] if "$ref" in person else person
     assert resolved["properties"]["name"]["type"] == "string" and "name" in resolved["required"]

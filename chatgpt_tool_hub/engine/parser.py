@@ -87,7 +87,10 @@ _FENCE_RE = re.compile(r"^[ \t]*```(?P<tag>[^\n`]*)$", re.MULTILINE)
 _THINK_RE = re.compile(r"<(/?)think(?:ing)?>", re.IGNORECASE)
 _NEED_TOOL_RE = re.compile(r"do i need to use a tool\s*\?\s*(yes|no)\b", re.IGNORECASE)
 _JSON_START_RE = re.compile(r"^[ \t]*\{", re.MULTILINE)
+_EMBEDDED_JSON_RE = re.compile(r"\{\s*[\"']")
 _SEPARATORS_RE = re.compile(r"[\s_-]+")
+_MD_ESCAPE_RE = re.compile(r"\\([_*\-`~.#+!|\[\]()<>])")  # markdown's backslash escapes
+_FINISH_CALLS = frozenset(("finish", "finishanswer", "answer"))  # the ReAct paper's Finish[answer]
 _WRAPPER_TAGS = {"", "text", "txt", "markdown", "md", "plaintext"}
 _NO_TOOL = {"", "none", "n/a", "na", "null", "nil", "no", "nothing", "no tool", "-"}
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」", "『": "』", "«": "»"}
@@ -188,6 +191,8 @@ def _parse(text: str, names: list[str]) -> Action | Finish:
     action, final = doc.first("action"), doc.first("final")
     stop = min((markers[i].start for i in (action, final) if i is not None), default=len(body))
     hit = _find_json_action(body, stop)
+    if hit is None and action is None and final is None and names:
+        hit = _find_embedded_json_action(body, names)
     if hit is not None:
         prose = _FENCE_RE.sub("", _MARKER_RE.sub("", body[: hit[0]]))
         return _json_result(hit[2], prose, body[: hit[1]].strip(), names)
@@ -337,6 +342,11 @@ def _parse_action(doc: _Doc, i: int, names: list[str]) -> Action | Finish:
 
 
 def _result(tool: str, tool_input: str | dict, thought: str, log: str, names: list[str]) -> Action | Finish:
+    if _squash(tool) in _FINISH_CALLS and not _registered(tool, names):  # ReAct's Finish[x], finish(answer=x)
+        if isinstance(tool_input, dict):
+            tool_input = next((v for k, v in tool_input.items() if _squash(str(k)) in ("answer", "output", "result")),
+                              next(iter(tool_input.values()), ""))
+        tool = FINISH_TOOL_NAMES[0]
     if _is_finish(tool):
         output = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, ensure_ascii=False)
         if not output.strip():
@@ -389,6 +399,19 @@ def _find_json_action(text: str, stop: int) -> tuple[int, int, dict] | None:
         status, end = _scan_object(text, start)
         obj = _load_object(text[start:end]) if status == "ok" else None
         if obj is not None and _json_shape(obj) is not None:
+            return start, end, obj
+    return None
+
+
+def _find_embedded_json_action(text: str, names: list[str]) -> tuple[int, int, dict] | None:
+    """A JSON action inside a line of prose ("Sure! {"tool": {"name": "search", ...}}"): taken only when it
+    names a registered tool or the final-answer tool, so an answer that quotes JSON stays an answer."""
+    for m in islice(_EMBEDDED_JSON_RE.finditer(text), _MAX_JSON_TRIES):
+        start = m.start()
+        status, end = _scan_object(text, start)
+        obj = _load_object(text[start:end]) if status == "ok" else None
+        shape = _json_shape(obj) if obj is not None else None
+        if shape is not None and (_registered(shape[0], names) or _is_finish(shape[0])):
             return start, end, obj
     return None
 
@@ -460,8 +483,9 @@ def _json_result(obj: dict, prose: str, log: str, names: list[str]) -> Action | 
 
 
 def _clean_tool(s: str) -> str:
-    """The tool name without quotes, bold, zero-width characters or a trailing period/comma."""
-    s = s.strip().strip("`'\"*“”‘’\u200b\u200c\u200d\u2060\ufeff").strip()
+    """The tool name without quotes, bold, zero-width characters, markdown escapes (``my\\_tool``) or a
+    trailing period/comma."""
+    s = _MD_ESCAPE_RE.sub(r"\1", s.strip()).strip("`'\"*“”‘’\u200b\u200c\u200d\u2060\ufeff").strip()
     if s[:1] + s[-1:] in ("[]", "<>") and not any(c in s[1:-1] for c in "[]<>"):
         s = s[1:-1].strip()  # "Action: [search]", copied from "one of [tools]" or "<tool name>"
     return s.rstrip(".,;:。，；：").strip() or s
@@ -506,12 +530,29 @@ def _call_style(body: str, names: list[str]) -> tuple[str, str | dict] | None:
 
 
 def _call_args(inner: str) -> str | dict:
-    """A single string or dict literal → its value; anything else stays verbatim."""
+    """A single string or dict literal → its value; keyword arguments (``city="北京", days=3``) → a dict of
+    their literal values; anything else stays verbatim."""
+    if not 0 < len(inner) <= _MAX_LITERAL:
+        return _strip_quotes(inner)
     try:
-        value = ast.literal_eval(inner) if 0 < len(inner) <= _MAX_LITERAL else None
+        value = ast.literal_eval(inner)
     except _LITERAL_ERRORS:
-        value = None
+        value = _keyword_arguments(inner)
     return value if isinstance(value, (str, dict)) else _strip_quotes(inner)
+
+
+def _keyword_arguments(inner: str) -> dict | None:
+    """``a=1, b="x"`` as ``{"a": 1, "b": "x"}`` when every argument is a keyword with a literal value."""
+    try:
+        call = ast.parse(f"f({inner})", mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not isinstance(call, ast.Call) or call.args or not call.keywords or any(k.arg is None for k in call.keywords):
+        return None
+    try:
+        return {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    except _LITERAL_ERRORS:
+        return None
 
 
 def _unfence(s: str) -> str:

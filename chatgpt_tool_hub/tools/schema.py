@@ -199,6 +199,9 @@ class ParameterSchema:
             self.schema.get("patternProperties"))
         self._validator: Any = None
         self.source: Any = None  # the dict the tool holds (set by the tool, to notice a replaced schema)
+        # flat schemas (typed properties, enums, arrays of typed items) are checked by a few dict lookups;
+        # jsonschema still writes the message when they fail, and checks every other schema
+        self._fast = _fast_checker(self.schema)
 
     @property
     def validator(self) -> Any:
@@ -223,6 +226,8 @@ class ParameterSchema:
                     f"{', '.join(map(repr, unknown))}. Accepted: {self._accepted()}. "
                     f"Expected a JSON object like {self.example()}")
         arguments, notes = self.coerce(arguments)
+        if self._fast is not None and self._fast(arguments):
+            return arguments, notes
         errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
             problems = "; ".join((f"'{'.'.join(map(str, e.path))}': " if e.path else "") + _short(e.message)
@@ -261,6 +266,75 @@ class ParameterSchema:
 
 
 _NO = object()
+_FAST_KEYWORDS = {"type", "enum", "items", "description", "default", "title", "examples", "format", "$comment"}
+_FAST_ROOT = {"type", "properties", "required", "additionalProperties", "description", "title", "$comment"}
+
+
+def _fast_checker(schema: dict) -> Any:
+    """A function ``arguments -> bool`` (True: valid) for flat schemas; None when jsonschema must decide.
+    ``format`` is an annotation in 2020-12 (not checked), as jsonschema treats it by default."""
+    if set(schema) - _FAST_ROOT or not isinstance(schema.get("additionalProperties", False), bool):
+        return None
+    checks: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        check = _fast_value(prop, allow_items=True)
+        if check is None:
+            return None
+        checks[name] = check
+    required = tuple(schema.get("required") or ())
+    closed = schema.get("additionalProperties") is False
+
+    def valid(arguments: dict) -> bool:
+        for name in required:
+            if name not in arguments:
+                return False
+        for name, value in arguments.items():
+            check = checks.get(name)
+            if check is None:
+                if closed:
+                    return False
+                continue
+            if not check(value):
+                return False
+        return True
+
+    return valid
+
+
+def _fast_value(prop: Any, allow_items: bool) -> Any:
+    if not isinstance(prop, dict) or set(prop) - _FAST_KEYWORDS:
+        return None
+    kinds = schema_types(prop)
+    if kinds - set(JSON_TYPES):
+        return None
+    enum = prop.get("enum")
+    item_check = None
+    if "items" in prop:
+        if not allow_items or "array" not in kinds:
+            return None
+        item_check = _fast_value(prop["items"], allow_items=False)
+        if item_check is None:
+            return None
+    if enum is not None:
+        try:
+            members = {json.dumps(v, sort_keys=True) for v in enum}
+        except (TypeError, ValueError):
+            return None
+
+    def check(value: Any) -> bool:
+        if kinds and not _fits(value, kinds):
+            return False
+        if enum is not None:
+            try:
+                if json.dumps(value, sort_keys=True) not in members:
+                    return False
+            except (TypeError, ValueError):
+                return False
+        if item_check is not None and isinstance(value, list):
+            return all(item_check(v) for v in value)
+        return True
+
+    return check
 
 
 def _fits(value: Any, kinds: set[str]) -> bool:

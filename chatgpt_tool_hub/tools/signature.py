@@ -109,6 +109,16 @@ def _plain_schema(annotation: Any) -> dict | None:
         if all(_json_safe(v) for v in values):
             return {"enum": values}
         return None
+    if typing.is_typeddict(annotation):  # by hand: pydantic takes only typing_extensions' on Python < 3.12
+        try:
+            hints = typing.get_type_hints(annotation)
+        except Exception:
+            return None
+        props = {k: _plain_schema(v) for k, v in hints.items()}
+        if any(v is None for v in props.values()):
+            return None
+        required = [k for k in hints if k in getattr(annotation, "__required_keys__", hints)]
+        return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Literal:
         return {"enum": list(args)} if all(_json_safe(a) for a in args) else None
