@@ -18,7 +18,7 @@ from ..llm.base import call_llm
 from ..tools.base import Tool, ToolContext, ToolResult
 from .catalog import llm_tasks
 
-__all__ = ["LLMTaskTool", "with_llm_tasks"]
+__all__ = ["LLMTaskTool", "with_llm_tasks", "DEFAULT_SYSTEM"]
 
 DEFAULT_SYSTEM = ("You carry out one step of a plan made for the user's request. Do what the text asks and reply "
                   "with the result only: no preamble, no remarks about the plan. Answer in the language of the text.")

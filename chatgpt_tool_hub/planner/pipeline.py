@@ -33,7 +33,7 @@ from .binding import describe_inputs, workspace_roots
 from .events import PlanEvent, SelectionEvent
 from .execute import DagRun
 from .inputs import RequestFiles
-from .llmtask import with_llm_tasks
+from .llmtask import DEFAULT_SYSTEM, with_llm_tasks
 from .plan import PlanError, PlanFeedback, Task, parse_plan, validate_plan
 from .prompts import demonstrations, planner_prompts
 from .respond import cancelled_answer, direct_messages, response_messages
@@ -115,7 +115,8 @@ class Request:
 
     def __post_init__(self) -> None:
         if self.llm_tasks:
-            system = self.prompts.render("llm_task_system", bot_name=self.settings.bot_name)
+            system = (self.prompts.render("llm_task_system", bot_name=self.settings.bot_name)
+                      if "llm_task_system" in self.prompts.sections else DEFAULT_SYSTEM)
             self.tools = with_llm_tasks(self.tools, system)
         if self.files is None:
             self.files = RequestFiles.of_request(self.query, self.history)
