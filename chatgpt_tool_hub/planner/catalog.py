@@ -1,14 +1,28 @@
-"""The model catalog: candidate HuggingFace models per task, ranked by downloads.
+"""The model catalog: candidate HuggingFace models per tool, ranked by downloads, and the task names.
 
-The bundled ``catalog.json`` is a snapshot (id, task, downloads, likes, a
-one-line description, and ``requires``: packages a model needs beyond the
-experts extra, such as ``timm``; such a model is a candidate only when they
-are installed). A tool's candidates are the entries whose task is the
-tool's ``hub_task`` (the Hub's pipeline tag of the models it runs), else its
-``task`` attribute, else its name, else an alias of one of these
-(``image-captioning`` → ``image-to-text``). A tool whose ``fixed_model`` gives a
-reason (an expert tool with an endpoint or a ``<tool>_model`` setting) has no
-candidates: its own model runs.
+The bundled ``catalog.json`` is a snapshot. A model entry has ``id``,
+``task`` (the Hub pipeline tag of the tools that run it, as their
+``hub_task`` declares it), ``downloads``, ``likes``, a one-line
+``description``, ``requires`` (packages a model needs beyond the experts
+extra, such as ``timm``: such a model is a candidate only when they are
+installed) and ``tools`` (the names of the tools that can run it).
+
+A tool's candidates are the entries whose ``tools`` name it; a tool that no
+entry names takes the entries *without* ``tools`` whose task is the tool's
+``hub_task``, else its ``task`` attribute, else its name, else an alias of one
+of these (``image-captioning`` → ``image-to-text``). So two tools of one Hub
+tag (``image-to-image``: SD img2img and InstructPix2Pix) never get each
+other's checkpoints, while a catalog of plain ``{id, task}`` entries works as
+before. A tool whose ``fixed_model`` gives a reason (an expert tool with an
+endpoint or a ``<tool>_model`` setting), or that the catalog's ``fixed`` table
+names (an annotator with its own detector), has no candidates: its own model
+runs.
+
+The bundled file also holds what the planner knows about task *names*
+(:func:`task_names`, :func:`llm_tasks`, :func:`unavailable_tasks`): the
+HuggingFace task ids and JARVIS names a plan may use for each tool, the tasks
+the app's own LLM answers (``conversational``, ``text-generation``), and the
+tasks no tool can run, with the reason.
 """
 
 from __future__ import annotations
@@ -23,7 +37,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UserError
 
-__all__ = ["ModelInfo", "Catalog", "load_catalog", "supports_model_selection", "fixed_model_reason"]
+__all__ = ["ModelInfo", "Catalog", "load_catalog", "supports_model_selection", "fixed_model_reason",
+           "task_names", "llm_tasks", "unavailable_tasks"]
 
 
 @dataclass(frozen=True)
@@ -34,12 +49,15 @@ class ModelInfo:
     likes: int = 0
     description: str = ""
     requires: tuple[str, ...] = ()  # Python packages the model needs beyond the experts extra (e.g. "timm")
+    tools: tuple[str, ...] = ()     # the tools that can run it; empty: any tool of its task
 
     def as_dict(self) -> dict[str, Any]:
         out = {"id": self.id, "task": self.task, "downloads": self.downloads, "likes": self.likes,
                "description": self.description}
         if self.requires:
             out["requires"] = list(self.requires)
+        if self.tools:
+            out["tools"] = list(self.tools)
         return out
 
     @property
@@ -49,20 +67,38 @@ class ModelInfo:
 
 
 class Catalog:
-    """Models by task. Build one from entries, or use :func:`load_catalog`."""
+    """Models by task and by tool. Build one from entries, or use :func:`load_catalog`.
 
-    def __init__(self, models: Iterable[ModelInfo | Mapping[str, Any]], aliases: Mapping[str, str] | None = None):
+    ``fixed``: tool name -> why that tool keeps its own model (no candidates).
+    """
+
+    def __init__(self, models: Iterable[ModelInfo | Mapping[str, Any]], aliases: Mapping[str, str] | None = None,
+                 *, fixed: Mapping[str, str] | None = None):
         self.models: list[ModelInfo] = [m if isinstance(m, ModelInfo) else _entry(m) for m in models]
         self.aliases = dict(aliases or {})
+        self.fixed = dict(fixed or {})
         self._by_task: dict[str, list[ModelInfo]] = {}
+        self._open: dict[str, list[ModelInfo]] = {}   # entries without a tools list, by task
+        self._by_tool: dict[str, list[ModelInfo]] = {}
         for model in self.models:
             self._by_task.setdefault(model.task, []).append(model)
-        for group in self._by_task.values():
-            group.sort(key=lambda m: (-m.downloads, -m.likes, m.id))
+            if model.tools:
+                for name in model.tools:
+                    self._by_tool.setdefault(name, []).append(model)
+            else:
+                self._open.setdefault(model.task, []).append(model)
+        for groups in (self._by_task, self._open, self._by_tool):
+            for group in groups.values():
+                group.sort(key=lambda m: (-m.downloads, -m.likes, m.id))
 
     @property
     def tasks(self) -> list[str]:
         return sorted(self._by_task)
+
+    @property
+    def tools(self) -> list[str]:
+        """The tool names that entries are restricted to."""
+        return sorted(self._by_tool)
 
     def task_of(self, tool: Any) -> str | None:
         """The catalog task a tool belongs to, or ``None``."""
@@ -77,14 +113,26 @@ class Catalog:
         return None
 
     def for_task(self, task: str | None) -> list[ModelInfo]:
-        """Every model of ``task``, most downloaded first."""
+        """Every model of ``task`` (whichever tools run it), most downloaded first."""
         return list(self._by_task.get(task or "", ()))
+
+    def for_tool(self, tool: Any) -> list[ModelInfo]:
+        """Every model the tool can run, most downloaded first (installed or not; see :meth:`candidates`)."""
+        name = getattr(tool, "name", None)
+        if isinstance(name, str) and name in self._by_tool:
+            return list(self._by_tool[name])
+        return list(self._open.get(self.task_of(tool) or "", ()))
+
+    def fixed_reason(self, tool: Any) -> str | None:
+        """Why the catalog gives this tool no choice (an annotator's own detector), or None."""
+        reason = self.fixed.get(getattr(tool, "name", None) or "")
+        return reason or None
 
     def candidates(self, tool: Any, top_k: int | None = None) -> list[ModelInfo]:
         """The tool's candidate models, most downloaded first; none when it cannot switch models."""
-        if not supports_model_selection(tool):
+        if not supports_model_selection(tool) or self.fixed_reason(tool):
             return []
-        ranked = [m for m in self.for_task(self.task_of(tool)) if m.runnable]
+        ranked = [m for m in self.for_tool(tool) if m.runnable]
         return ranked[:top_k] if top_k else ranked
 
     def __len__(self) -> int:
@@ -110,13 +158,16 @@ def _installed(module: str) -> bool:
         return False
 
 
+def _names(raw: Any) -> tuple[str, ...]:
+    raw = raw or ()
+    return (raw,) if isinstance(raw, str) else tuple(str(r) for r in raw)
+
+
 def _entry(raw: Mapping[str, Any]) -> ModelInfo:
     try:
-        requires = raw.get("requires") or ()
-        requires = (requires,) if isinstance(requires, str) else tuple(str(r) for r in requires)
         return ModelInfo(id=str(raw["id"]), task=str(raw["task"]), downloads=int(raw.get("downloads") or 0),
                          likes=int(raw.get("likes") or 0), description=str(raw.get("description") or ""),
-                         requires=requires)
+                         requires=_names(raw.get("requires")), tools=_names(raw.get("tools")))
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"a catalog entry needs id, task and numeric downloads/likes; got {dict(raw)!r} ({exc})") \
             from None
@@ -140,14 +191,40 @@ def load_catalog(source: Catalog | str | Path | Sequence[Mapping[str, Any]] | No
 
 
 @lru_cache(maxsize=1)
-def _bundled() -> Catalog:
+def _bundled_data() -> dict[str, Any]:
     text = resources.files("chatgpt_tool_hub.planner").joinpath("catalog.json").read_text("utf-8")
-    return _from_data(json.loads(text))
+    return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def _bundled() -> Catalog:
+    return _from_data(_bundled_data())
 
 
 def _from_data(data: Any) -> Catalog:
     if isinstance(data, list):
         return Catalog(data)
     if isinstance(data, Mapping) and isinstance(data.get("models"), list):
-        return Catalog(data["models"], data.get("aliases"))
+        fixed = data.get("fixed") or {}
+        if not isinstance(fixed, Mapping):
+            raise UserError('a catalog\'s "fixed" is an object: {"<tool>": "why it keeps its own model"}')
+        return Catalog(data["models"], data.get("aliases"), fixed={str(k): str(v) for k, v in fixed.items()})
     raise UserError('a catalog file is a JSON list of entries or {"models": [...], "aliases": {...}}')
+
+
+# ---- task names (always the bundled table) -------------------------------------------------
+
+
+def task_names() -> dict[str, str]:
+    """A plan's task name (HuggingFace task id, JARVIS name, common alias) -> the tool name it means."""
+    return dict(_bundled_data().get("task_names") or {})
+
+
+def llm_tasks() -> dict[str, str]:
+    """Tasks the app's own LLM answers in planner mode -> what the planning prompt says of them."""
+    return dict(_bundled_data().get("llm_tasks") or {})
+
+
+def unavailable_tasks() -> dict[str, str]:
+    """HuggingGPT tasks that no tool runs -> the reason (told to the LLM when a plan names one)."""
+    return dict(_bundled_data().get("unavailable") or {})

@@ -4,8 +4,11 @@
 :class:`PlanResult`; all per-request state lives in ``Request``, so one app
 serves many requests at once. LLM calls: planning 1 (+1 for a re-plan),
 selection 1 per task with two or more candidates in ``"llm"`` mode (none in
-the other modes), response 1 (none when the planning reply already answered
-a request that needs no tool).
+the other modes), 1 per ``conversational`` / ``text-generation`` task (the
+app's LLM answers them, :mod:`.llmtask`), response 1 (none when the planning
+reply already answered a request that needs no tool). Files the request names
+are checked and copied into the workspace while the plan is validated
+(:mod:`.inputs`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from ..tools.base import Tool, ToolContext
 from .binding import describe_inputs, workspace_roots
 from .events import PlanEvent, SelectionEvent
 from .execute import DagRun
+from .inputs import RequestFiles
+from .llmtask import DEFAULT_SYSTEM, with_llm_tasks
 from .plan import PlanError, PlanFeedback, Task, parse_plan, validate_plan
 from .prompts import demonstrations, planner_prompts
 from .respond import cancelled_answer, direct_messages, response_messages
@@ -104,7 +109,17 @@ class Request:
     redactor: Redactor | None = None  # the app's configured secrets, hidden in every task result
     usage: RunUsage = field(default_factory=RunUsage)
     prompts: PromptSet = field(default_factory=planner_prompts)
+    llm_tasks: bool = True  # add the conversational / text-generation tasks the app's LLM answers
+    files: RequestFiles | None = None  # the files the request names; None: read from query and history
     _usage_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.llm_tasks:
+            system = (self.prompts.render("llm_task_system", bot_name=self.settings.bot_name)
+                      if "llm_task_system" in self.prompts.sections else DEFAULT_SYSTEM)
+            self.tools = with_llm_tasks(self.tools, system)
+        if self.files is None:
+            self.files = RequestFiles.of_request(self.query, self.history)
 
     def complete(self, messages: list[Message]) -> LLMResponse:
         """One LLM call, recorded (thread-safe: selection calls run in parallel)."""
@@ -139,7 +154,7 @@ def iter_request(req: Request) -> Gen:
     if req.control.cancelled:
         return (yield from _finish(req, result, cancelled_answer(req.prompts, result.tasks), "cancelled", started))
     messages = response_messages(req.prompts, req.query, req.history, tasks, result.assignments, result.tasks,
-                                 workspace_roots(req.tools.values()))
+                                 workspace_roots(req.tools.values()), req.files.copies if req.files else None)
     output = (yield from _call(req, messages, req.stream)).text.strip()
     return (yield from _finish(req, result, output, "answer", started))
 
@@ -165,7 +180,8 @@ def _plan(req: Request) -> Gen:
             return [], "", attempt - 1, first_problems
         try:
             parsed = parse_plan(reply.text, finish_reason=reply.finish_reason)
-            tasks, problems = validate_plan(parsed.items, req.tools, max_tasks=req.settings.max_tasks)
+            tasks, problems = validate_plan(parsed.items, req.tools, max_tasks=req.settings.max_tasks,
+                                            files=req.files)
         except PlanFeedback as feedback:
             parsed, tasks, problems = None, [], feedback.problems
         if not problems:

@@ -10,15 +10,19 @@ second invalid plan is a :class:`PlanError` (a run failure).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from ..errors import ModelFeedbackError, RunError
 from ..tools.base import Tool
 from .binding import FILE_KINDS, bind, placeholders, whole_placeholder
+from .catalog import task_names, unavailable_tasks
+from .inputs import RequestFiles
 from .jsonish import BadJSON, CutOffJSON, NoJSON, extract_json
 
-__all__ = ["Task", "ParsedPlan", "PlanFeedback", "PlanError", "parse_plan", "validate_plan", "resolve_tool"]
+__all__ = ["Task", "ParsedPlan", "PlanFeedback", "PlanError", "parse_plan", "validate_plan", "resolve_tool",
+           "unknown_task_problem"]
 
 _ANSWER = re.compile(r"^\s*(?:answer|ai|final answer)\s*[:：]\s*", re.I | re.M)
 _MAX_PROBLEMS = 15
@@ -113,21 +117,59 @@ def _single_object(text: str) -> list[Any] | None:
 
 
 def resolve_tool(name: Any, tools: Mapping[str, Tool]) -> Tool | None:
-    """The tool a plan's ``task`` names: exact name, any case, or a unique HF ``task`` attribute."""
+    """The tool a plan's ``task`` names: its name (any case, ``_`` or spaces for ``-``), a HuggingFace task id
+    or JARVIS name of the bundled table (``image-to-text`` → image-captioning, ``canny-control`` →
+    image-to-canny), or a ``task`` / ``hub_task`` attribute that one tool alone has."""
     if not isinstance(name, str):
         return None
     if name in tools:
         return tools[name]
-    low = name.strip().lower()
+    key = _normal(name)
+    if not key:
+        return None
     for known, tool in tools.items():
-        if known.lower() == low:
+        if _normal(known) == key:
             return tool
-    by_task = [t for t in tools.values() if str(getattr(t, "task", "") or "").lower() == low]
+    target = _table().get(key)
+    if target is not None:
+        for known, tool in tools.items():
+            if _normal(known) == target:
+                return tool
+    by_task = [t for t in tools.values()
+               if key in {_normal(str(getattr(t, attr, "") or "")) for attr in ("task", "hub_task")}]
     return by_task[0] if len(by_task) == 1 else None
 
 
-def validate_plan(items: Sequence[Any], tools: Mapping[str, Tool], *, max_tasks: int) -> tuple[list[Task], list[str]]:
-    """``(tasks, problems)``; the plan may run only when ``problems`` is empty."""
+def unknown_task_problem(where: str, name: Any, tools: Mapping[str, Tool]) -> str:
+    """What to tell the LLM about a task name no tool answers to."""
+    available = ", ".join(tools) or "(none)"
+    key = _normal(name) if isinstance(name, str) else ""
+    reason = {_normal(k): v for k, v in unavailable_tasks().items()}.get(key)
+    if reason:
+        return (f"{where}: the task {name!r} cannot run here: {reason}. Plan only with the available tasks: "
+                f"{available}")
+    target = _table().get(key)
+    means = f" (it means the {target} tool, which this app does not have)" if target and target != key else (
+        f" (this app has no {target} tool)" if target else "")
+    return f"{where}: unknown task {name!r}{means}; the available tasks are: {available}"
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, str]:
+    return {_normal(k): _normal(v) for k, v in task_names().items()}
+
+
+def validate_plan(items: Sequence[Any], tools: Mapping[str, Tool], *, max_tasks: int,
+                  files: RequestFiles | None = None) -> tuple[list[Task], list[str]]:
+    """``(tasks, problems)``; the plan may run only when ``problems`` is empty.
+
+    With ``files`` (the request's :class:`~.inputs.RequestFiles`), literal image/audio/video paths are checked
+    too: a file the user named is copied into the tool's workspace and the task's argument names the copy.
+    """
     if len(items) > max_tasks:
         return [], [f"the plan has {len(items)} tasks; at most {max_tasks} are allowed. "
                     f"Plan as few tasks as the request needs"]
@@ -144,8 +186,10 @@ def validate_plan(items: Sequence[Any], tools: Mapping[str, Tool], *, max_tasks:
         seen.add(task.id)
         tasks.append(task)
     by_id = {t.id: t for t in tasks}
+    checked = []
     for task in tasks:
-        _check_links(task, by_id, tools, problems)
+        checked.append(_check_links(task, by_id, tools, problems, files))
+    tasks = checked
     problems.extend(_cycles(tasks, by_id))
     if len(problems) > _MAX_PROBLEMS:
         problems = problems[:_MAX_PROBLEMS] + [f"... and {len(problems) - _MAX_PROBLEMS} more problems"]
@@ -165,7 +209,7 @@ def _read_task(position: int, item: Any, tools: Mapping[str, Tool], problems: li
     name = item.get("task")
     tool = resolve_tool(name, tools)
     if tool is None:
-        problems.append(f"{where}: unknown task {name!r}; the available tasks are: {', '.join(tools) or '(none)'}")
+        problems.append(unknown_task_problem(where, name, tools))
         return None
     deps = _read_deps(item.get("dep", [-1]))
     if deps is None:
@@ -206,8 +250,11 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _check_links(task: Task, by_id: Mapping[int, Task], tools: Mapping[str, Tool], problems: list[str]) -> None:
+def _check_links(task: Task, by_id: Mapping[int, Task], tools: Mapping[str, Tool], problems: list[str],
+                 files: RequestFiles | None) -> Task:
+    """Check a task's dependencies and arguments; returns it with user-named files replaced by their copies."""
     where = f"task {task.id} ({task.task})"
+    rewritten: dict[str, Any] = {}
     for dep in task.dep:
         if dep == task.id:
             problems.append(f"{where} depends on itself")
@@ -235,6 +282,13 @@ def _check_links(task: Task, by_id: Mapping[int, Task], tools: Mapping[str, Tool
         elif kind in FILE_KINDS and whole is None and not isinstance(value, str):
             problems.append(f"{where}: its {key} argument must be a file path or URL string, "
                             f"got {type(value).__name__}")
+        elif kind in FILE_KINDS and files is not None and isinstance(value, str) and not placeholders(value):
+            new, problem = files.check(value, kind, tool)
+            if problem:
+                problems.append(f"{where}: {problem}")
+            elif new != value:
+                rewritten[key] = new
+    return replace(task, args={**task.args, **rewritten}) if rewritten else task
 
 
 def _cycles(tasks: Sequence[Task], by_id: Mapping[int, Task]) -> list[str]:

@@ -22,16 +22,22 @@ OUTPUT_MAX_CHARS = 3000
 
 
 def processes(tasks: Sequence[Task], assignments: Mapping[int, Assignment], results: Mapping[int, TaskResult],
-              roots: Sequence[str] = ()) -> list[dict[str, Any]]:
+              roots: Sequence[str] = (), copies: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The workflow as HuggingGPT shows it to the LLM: task, model and reason, result; full file paths.
 
-    ``roots`` are the folders tools resolve relative file names in (expert tools' workspaces).
+    ``roots`` are the folders tools resolve relative file names in (expert tools' workspaces); ``copies``
+    maps a path the user wrote to the workspace copy a task read (shown as the task's "files from the request").
     """
+    originals = {copy: named for named, copy in (copies or {}).items()}
     out = []
     for task in tasks:
         result = results.get(task.id)
         args = result.args if result and result.args else task.args
         entry: dict[str, Any] = {"task": {**task.as_dict(), "args": _full(args, roots)}}
+        named = {key: originals[value] for key, value in task.args.items()
+                 if isinstance(value, str) and value in originals}
+        if named:
+            entry["files from the request"] = named
         assignment = assignments.get(task.id)
         if assignment is not None and assignment.model:
             entry["model"] = {"id": assignment.model, "reason": assignment.reason}
@@ -49,8 +55,8 @@ def processes(tasks: Sequence[Task], assignments: Mapping[int, Assignment], resu
 
 def response_messages(prompts: PromptSet, query: str, history: Sequence[Message], tasks: Sequence[Task],
                       assignments: Mapping[int, Assignment], results: Mapping[int, TaskResult],
-                      roots: Sequence[str] = ()) -> list[Message]:
-    workflow = json.dumps(processes(tasks, assignments, results, roots), ensure_ascii=False)
+                      roots: Sequence[str] = (), copies: Mapping[str, str] | None = None) -> list[Message]:
+    workflow = json.dumps(processes(tasks, assignments, results, roots, copies), ensure_ascii=False)
     return [
         {"role": "system", "content": prompts.render("response_system", date=_today())},
         *history,

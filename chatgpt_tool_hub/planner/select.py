@@ -1,12 +1,13 @@
 """Model selection for expert tasks: by the LLM (HuggingGPT), by downloads, or by embedding similarity.
 
-Candidates are the catalog's models for the tool's task, most downloaded
-first, cut to ``top_k``. A tool without ``with_model`` or with a single
-candidate needs no choice (and no LLM call), nor does one whose model is fixed
-(``tool.fixed_model``: an expert tool with an endpoint or a ``<tool>_model``
-setting keeps its own model). In ``"llm"`` mode an id that is
-not among the candidates falls back to the most downloaded one: a model id
-from the LLM is never used unchecked.
+Candidates are the catalog's models for the tool (:meth:`Catalog.candidates`),
+most downloaded first, cut to ``top_k``. A tool without ``with_model`` or with
+a single candidate needs no choice (and no LLM call), nor does one whose model
+is fixed (``tool.fixed_model``: an expert tool with an endpoint or a
+``<tool>_model`` setting keeps its own model; the catalog's ``fixed`` table: an
+annotator's own detector), nor a task the app's own LLM answers. In ``"llm"``
+mode an id that is not among the candidates falls back to the most downloaded
+one: a model id from the LLM is never used unchecked.
 """
 
 from __future__ import annotations
@@ -59,10 +60,15 @@ class ModelSelector:
         candidates = self.candidates(tool)
         ids = tuple(c.id for c in candidates)
         if not candidates:
-            fixed = fixed_model_reason(tool)
+            if getattr(tool, "runs_on_app_llm", False):
+                return Assignment(task.id, tool.name, None, "answered by the app's own LLM", "single")
+            fixed = fixed_model_reason(tool) or (self.catalog.fixed_reason(tool) if supports_model_selection(tool)
+                                                 else None)
             own = getattr(tool, "model", None)
             if fixed and isinstance(own, str) and own:
                 return Assignment(task.id, tool.name, own, f"the tool's own model: {fixed}", "single", (own,))
+            if fixed:
+                return Assignment(task.id, tool.name, None, f"nothing to choose: {fixed}", "single")
             reason = ("the tool has no model to choose" if not supports_model_selection(tool)
                       else "no catalog models for this task; the tool's own model is used")
             return Assignment(task.id, tool.name, None, reason, "single")

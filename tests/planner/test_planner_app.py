@@ -120,7 +120,7 @@ def test_failing_task_is_reported_and_the_answer_still_comes(tools):
     items = plan(task(0, "image-captioning", {"image": "missing.png"}),
                  task(1, "text-to-speech", {"text": "<resource>-0"}, [0]), task(2, "upper", {"text": "ok"}))
     llm = ScriptedLLM([items, "Partly done."])
-    result = PlannerApp(llm, list(tools.values())).run("caption missing.png and read it; shout ok")
+    result = PlannerApp(llm, list(tools.values())).run("caption my picture and read it; shout ok")  # a path the request does not name: not checked
     statuses = {i: t.status for i, t in result.tasks.items()}
     assert statuses == {0: "failed", 1: "skipped", 2: "ok"}
     workflow = llm.requests[1][2]["content"]
@@ -261,3 +261,27 @@ def test_one_app_serves_concurrent_requests(tools):
     for query, result in results.items():
         assert result.output == f"answer to {query}"
         assert result.tasks[1].output == f"{query.upper()}!"
+
+
+def test_a_factory_app_copies_the_files_a_request_names_into_its_workspace(isolated_env):
+    """The real expert tool reads only its workspace: the user's /abs/exp1.jpg reaches it as the copy."""
+    from PIL import Image
+
+    from chatgpt_tool_hub.apps import AppFactory
+
+    outside = isolated_env / "photos" / "exp1.jpg"
+    outside.parent.mkdir()
+    Image.new("RGB", (60, 40), (10, 200, 10)).save(outside, "JPEG")
+    llm = ScriptedLLM([plan(task(0, "image-classification", {"image": str(outside)})), "A remote label."])
+    app = AppFactory().create_app(app_type="planner", tools_list=["image-classification"], llm=llm,
+                                  workspace_dir=str(isolated_env / "ws"), planner_model_selection="downloads",
+                                  image_classification_endpoint="http://127.0.0.1:9/models/vit", no_default=True)
+    classifier = next(t for t in app.tools if t.name == "image-classification")
+    seen = []
+    classifier.call_remote = lambda endpoint, **inputs: seen.append(inputs["image"]) or [{"label": "leaf",
+                                                                                          "score": 1.0}]
+    result = app.run(f"what is in {outside}?")
+    assert result.tasks[0].status == "ok", result.tasks[0].error
+    copy = result.plan[0]["args"]["image"]
+    assert copy.startswith("image/") and (app.context.workspace / copy).is_file()
+    assert seen == [str((app.context.workspace / copy).resolve())]  # the tool read the copy in its workspace

@@ -6,11 +6,14 @@ import json
 
 import pytest
 
-from chatgpt_tool_hub.errors import ConfigError
+from chatgpt_tool_hub.errors import ConfigError, UserError
 from chatgpt_tool_hub.apps import PlannerApp
 from chatgpt_tool_hub.planner.catalog import Catalog, load_catalog
 from chatgpt_tool_hub.planner.embedding import embedding_model_path
 from chatgpt_tool_hub.planner.events import SelectionEvent
+from chatgpt_tool_hub.planner.plan import Task
+from chatgpt_tool_hub.planner.prompts import planner_prompts
+from chatgpt_tool_hub.planner.select import ModelSelector
 from chatgpt_tool_hub.testing import ScriptedLLM
 from planner_helpers import ExpertTool, plan, task
 
@@ -21,6 +24,12 @@ CATALOG = Catalog([
     {"id": "org/detector", "task": "object-detection", "downloads": 7, "description": "boxes"},
 ])
 PLAN = plan(task(0, "image-captioning", {"image": "cat.png"}))
+
+
+@pytest.fixture(autouse=True)
+def _cat_png(cat_png):
+    """The requests name cat.png: a file the user names must exist (these tools read paths themselves)."""
+    return cat_png
 
 
 def app_with(replies, mode="llm", top_k=2, tools=None, catalog=CATALOG):
@@ -94,19 +103,116 @@ def test_selection_events_are_streamed():
     assert [(e.task_id, e.model, e.kind) for e in events] == [(0, "org/mid", "thought")]
 
 
+# every expert tool of the contract with its hub_task; annotators and audio-to-audio keep their own model
+CONTRACT = {
+    "image-captioning": "image-to-text", "visual-question-answering": "visual-question-answering",
+    "object-detection": "object-detection", "image-classification": "image-classification",
+    "image-segmentation": "image-segmentation", "depth-estimation": "depth-estimation",
+    "speech-recognition": "automatic-speech-recognition", "text-to-speech": "text-to-speech",
+    "text-classification": "text-classification", "text-to-image": "text-to-image",
+    "image-to-image": "image-to-image", "edit-image": "image-to-image", "remove-object": "image-to-image",
+    "replace-object": "image-to-image", "canny-to-image": "text-to-image", "depth-to-image": "text-to-image",
+    "hed-to-image": "text-to-image", "line-to-image": "text-to-image", "normal-to-image": "text-to-image",
+    "scribble-to-image": "text-to-image", "pose-to-image": "text-to-image", "segmentation-to-image": "text-to-image",
+    "text-to-video": "text-to-video", "zero-shot-object-detection": "zero-shot-object-detection",
+    "document-question-answering": "document-question-answering", "video-classification": "video-classification",
+    "summarization": "summarization", "translation": "translation", "question-answering": "question-answering",
+    "zero-shot-classification": "zero-shot-classification", "token-classification": "token-classification",
+    "text2text-generation": "text2text-generation", "sentence-similarity": "sentence-similarity",
+    "audio-classification": "audio-classification",
+}
+FIXED = ["image-to-canny", "image-to-line", "image-to-hed", "image-to-scribble", "image-to-pose", "image-to-normal",
+         "audio-to-audio"]
+
+
+def contract_tool(name: str) -> ExpertTool:
+    tool = ExpertTool(name, CONTRACT.get(name, "image-to-image"))
+    tool.hub_task = tool.task
+    return tool
+
+
+@pytest.mark.parametrize("name", sorted(CONTRACT))
+def test_bundled_catalog_has_candidates_for_every_tool(name):
+    catalog = load_catalog()
+    models = catalog.for_tool(contract_tool(name))
+    assert len(models) >= 2, name  # several real candidates per tool
+    assert all(m.task == CONTRACT[name] for m in models), name  # filed under the tool's hub_task
+    assert [m.downloads for m in models] == sorted((m.downloads for m in models), reverse=True)
+    assert all("/" in m.id and m.description and m.downloads > 0 for m in models)
+    assert len({m.id for m in models}) == len(models)
+
+
 def test_bundled_catalog_covers_the_expert_tasks():
     catalog = load_catalog()
     for hf_task in ("image-to-text", "object-detection", "image-classification", "image-segmentation",
                     "depth-estimation", "automatic-speech-recognition", "text-to-speech", "text-classification",
-                    "visual-question-answering", "text-to-image"):
+                    "visual-question-answering"):
         models = catalog.for_task(hf_task)
         assert 4 <= len(models) <= 10, hf_task
         assert [m.downloads for m in models] == sorted((m.downloads for m in models), reverse=True)
-        assert all("/" in m.id and m.description for m in models)
     # matched by the tool's task attribute, its name, or an alias of its name
     assert catalog.task_of(ExpertTool("anything", "depth-estimation")) == "depth-estimation"
     assert catalog.task_of(ExpertTool("text-to-speech", None)) == "text-to-speech"
     assert catalog.task_of(ExpertTool("image-captioning", None)) == "image-to-text"
+    assert catalog.for_tool(ExpertTool("image-captioning", None))[0].id == "Salesforce/blip-image-captioning-large"
+
+
+def test_tools_of_one_hub_tag_never_get_each_others_checkpoints():
+    catalog = load_catalog()
+
+    def ids(name):
+        return {m.id for m in catalog.for_tool(contract_tool(name))}
+
+    pix2pix = {"timbrooks/instruct-pix2pix", "vinesmsuic/magicbrush-jul7", "instruction-tuning-sd/cartoonizer"}
+    assert ids("edit-image") == pix2pix
+    assert not ids("image-to-image") & pix2pix and "stable-diffusion-v1-5/stable-diffusion-v1-5" in ids("image-to-image")
+    assert all("inpaint" in i for i in ids("remove-object")) and ids("remove-object") == ids("replace-object")
+    assert not (ids("edit-image") | ids("image-to-image")) & ids("remove-object")
+    conditions = {"canny-to-image": ("canny",), "depth-to-image": ("depth",), "hed-to-image": ("hed", "softedge"),
+                  "line-to-image": ("mlsd",), "normal-to-image": ("normal",), "scribble-to-image": ("scribble",),
+                  "pose-to-image": ("openpose",), "segmentation-to-image": ("seg",)}
+    for tool, words in conditions.items():
+        found = ids(tool)
+        assert all("controlnet" in i or "control_v11" in i for i in found), tool
+        assert all(any(w in i.split("/")[-1] for w in words) for i in found), (tool, found)
+        others = set().union(*(ids(t) for t in conditions if t != tool))
+        assert not found & others, tool
+    assert not any("control" in i for i in ids("text-to-image"))  # text-to-image gets no ControlNet
+    assert ids("canny-to-image") == {"lllyasviel/sd-controlnet-canny", "lllyasviel/control_v11p_sd15_canny"}
+
+
+def test_a_tool_no_entry_names_takes_only_open_entries_of_its_task():
+    catalog = load_catalog()
+    assert catalog.for_tool(contract_tool("my-img2img")) == []  # image-to-image entries all name their tools
+    custom = Catalog([{"id": "org/any", "task": "image-to-image", "downloads": 3},
+                      {"id": "org/pix", "task": "image-to-image", "downloads": 9, "tools": ["edit-image"]}])
+    assert [m.id for m in custom.candidates(contract_tool("my-img2img"))] == ["org/any"]
+    assert [m.id for m in custom.candidates(contract_tool("edit-image"))] == ["org/pix"]
+    assert custom.for_task("image-to-image")[0].as_dict()["tools"] == ["edit-image"]
+    assert "tools" not in custom.for_task("image-to-image")[1].as_dict()
+
+
+@pytest.mark.parametrize("name", FIXED)
+def test_annotators_and_audio_to_audio_keep_their_own_model(name):
+    catalog = load_catalog()
+    tool = contract_tool(name)
+    assert catalog.candidates(tool) == [] and catalog.fixed_reason(tool)
+    tool.model = "org/own"
+    chosen = ModelSelector(catalog).assign(Task(0, name), tool, "q", planner_prompts())
+    assert (chosen.model, chosen.mode) == ("org/own", "single") and catalog.fixed_reason(tool) in chosen.reason
+
+
+def test_a_catalog_file_with_tools_and_fixed(tmp_path):
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"models": [{"id": "org/c", "task": "text-to-image", "downloads": 1,
+                                            "tools": "canny-to-image"}],
+                                "fixed": {"image-to-canny": "no model"}}))
+    catalog = load_catalog(str(path))
+    assert catalog.for_tool(contract_tool("canny-to-image"))[0].tools == ("canny-to-image",)
+    assert catalog.fixed_reason(contract_tool("image-to-canny")) == "no model"
+    path.write_text(json.dumps({"models": [], "fixed": ["image-to-canny"]}))
+    with pytest.raises(UserError, match="fixed"):
+        load_catalog(str(path))
 
 
 def test_bad_mode_and_top_k():
@@ -159,9 +265,12 @@ def test_bundled_catalog_offers_only_models_the_expert_tools_can_run():
 
     catalog = load_catalog()
     ids = {m.id for m in catalog.models}
-    # no pipeline of the expert tools runs these (zero-shot, text-prompted, speaker embeddings, not transformers)
-    assert not ids & {"google/owlvit-base-patch32", "CIDAS/clipseg-rd64-refined", "microsoft/speecht5_tts",
-                      "espnet/kan-bayashi_ljspeech_vits", "facebook/fastspeech2-en-ljspeech"}
+    # no expert tool switches to these (a fixed mask model, speaker embeddings, not transformers)
+    assert not ids & {"CIDAS/clipseg-rd64-refined", "microsoft/speecht5_tts", "espnet/kan-bayashi_ljspeech_vits",
+                      "facebook/fastspeech2-en-ljspeech"}
+    # zero-shot detectors only for the zero-shot detector
+    owl = [m for m in catalog.models if "owl" in m.id or "grounding-dino" in m.id]
+    assert owl and all(m.tools == ("zero-shot-object-detection",) for m in owl)
     timm_models = {"facebook/detr-resnet-50", "facebook/detr-resnet-101", "microsoft/conditional-detr-resnet-50",
                    "SenseTime/deformable-detr", "facebook/detr-resnet-50-panoptic",
                    "timm/mobilenetv3_large_100.ra_in1k"}
@@ -170,3 +279,9 @@ def test_bundled_catalog_offers_only_models_the_expert_tools_can_run():
     if importlib.util.find_spec("timm") is None:
         top = catalog.candidates(ExpertTool("object-detection", "object-detection"), 5)[0]
         assert top.id == "hustvl/yolos-tiny"
+    # MarianMT and DeBERTa-v3 tokenizers need sentencepiece: offered only with it
+    marian = [m for m in catalog.models if m.id.startswith("Helsinki-NLP/")]
+    assert marian and all(m.requires == ("sentencepiece",) for m in marian)
+    offered = {m.id for m in catalog.candidates(contract_tool("translation"))}
+    assert bool(offered & {m.id for m in marian}) == (importlib.util.find_spec("sentencepiece") is not None)
+    assert "google-t5/t5-base" in offered
