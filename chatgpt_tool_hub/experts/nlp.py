@@ -48,6 +48,7 @@ TEXT_PARAMETERS = {
     "required": ["text"],
     "additionalProperties": False,
 }
+_NLLB_CODE = re.compile(r"[a-z]{3}_[A-Z][a-z]{3}")
 _OPUS = re.compile(r"opus-mt-(?:tc-(?:big|base)-)?([a-z]{2,3})-([a-z]{2,3}|[A-Z]+)(?![a-z])")
 
 
@@ -196,9 +197,9 @@ class TranslationTool(_Seq2SeqTool):
     task = "translation"
     default_model = "facebook/nllb-200-distilled-600M"
     description = (
-        "translation: translates a text from one language into another (200 languages: English, Chinese, "
-        "French, German, Spanish, Japanese, Russian, Arabic ...). Use it whenever the user wants a text in "
-        "another language, or a text must be in English for another tool. "
+        "translation: translates a text from one language into another (English, Chinese, French, German, "
+        "Spanish, Japanese, Russian, Arabic and 50 more by name; any NLLB-200 code such as ace_Latn). Use it "
+        "whenever the user wants a text in another language, or a text must be in English for another tool. "
         'Input: {"text": "<the text, or the name of a .txt file in the workspace>", "target": "<the language to '
         'translate into, e.g. Chinese>", "source": "<optional: the language of the text; guessed when left '
         'out>"}. Output: the translation. '
@@ -242,6 +243,9 @@ class TranslationTool(_Seq2SeqTool):
 
     def _language(self, value: str, role: str) -> Language:
         language = find_language(value)
+        if language is None and _NLLB_CODE.fullmatch(value.strip()):  # any NLLB-200 code, named or not
+            code = value.strip()
+            language = Language(code, code[:3], code)
         if language is None:
             raise ToolInputError(f"unknown {role} language {value!r}; use a name or code such as: "
                                  f"{language_names()}")

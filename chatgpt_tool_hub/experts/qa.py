@@ -41,7 +41,10 @@ class QaModel:
         """The best answers, the number of windows read (at most ``max_windows``) and the number there were."""
         import torch
 
-        question_room = min(count_tokens(self.tokenizer, [question])[0], self.limit // 2)
+        question_room = count_tokens(self.tokenizer, [question])[0]
+        if question_room > self.limit // 2:
+            raise ToolInputError(f"the question is {question_room} tokens long; the model reads {self.limit} "
+                                 f"tokens with the context, so ask a question of at most {self.limit // 2}")
         stride = max(0, min(int(doc_stride), (self.limit - question_room) // 2 - 4))
         pad_right = getattr(self.tokenizer, "padding_side", "right") == "right"
         first, second = (question, context) if pad_right else (context, question)

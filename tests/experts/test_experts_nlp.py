@@ -147,6 +147,9 @@ def test_translation_with_nllb_codes(nllb_dir, workspace):
     assert TRANSLATION.fullmatch(tool.run({"text": "你好"})).group(2) == "English"  # target: English by default
     given = tool.run({"text": "the cat", "target": "deu_Latn", "source": "French"})
     assert TRANSLATION.fullmatch(given).group(1, 2, 4) == ("French", "German", None)
+    unnamed = tool.run({"text": "the cat", "target": "ace_Latn"})  # an NLLB code outside the table of names
+    assert TRANSLATION.fullmatch(unnamed).group(2) == "ace_Latn"
+    assert calls[-1][1]["forced_bos_token_id"] == model.tokenizer.convert_tokens_to_ids("ace_Latn")
 
 
 def test_translation_input_errors(nllb_dir, workspace):

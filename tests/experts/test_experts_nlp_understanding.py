@@ -90,6 +90,9 @@ def test_question_answering_bad_input(qa_dir, workspace):
     with pytest.raises(ToolInputError, match="expects a JSON object with the keys context, question"):
         tool.run("who is sarah?")
     assert not tool.is_loaded()
+    with pytest.raises(ToolInputError, match="the question is 40 tokens long; the model reads 64 tokens with the "
+                                             "context, so ask a question of at most 32"):
+        tool.run({"question": "where did the cat sit " * 8, "context": CONTEXT})
 
 
 def test_question_answering_remote(fake_endpoint, workspace):
