@@ -378,3 +378,13 @@ def test_the_docs_page_runs(tmp_path):
                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": root, "HF_HUB_OFFLINE": "1"})
         assert out.returncode == 0, out.stderr[-2000:]
         assert "Here it is in German." in out.stdout
+
+
+def test_a_model_for_another_task_is_named_in_the_error(tmp_path, workspace):
+    pytest.importorskip("transformers")
+    encoder = BUILDERS["sentence-similarity"](tmp_path / "encoder")  # a BERT encoder: no seq2seq head
+    tool = SummarizationTool(model=encoder, device="cpu", manager=ModelManager())
+    with pytest.raises(ToolExecutionError, match=r"could not load model .* for summarization: .*; set "
+                                                 r"summarization_model to a model that supports the "
+                                                 r"'summarization' task"):
+        tool.run("the cat sat on the mat")
