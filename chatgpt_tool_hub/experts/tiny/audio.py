@@ -1,13 +1,17 @@
-"""Tiny speech models: recognition (wav2vec2, Whisper) and text-to-speech (VITS)."""
+"""Tiny audio models: speech recognition (wav2vec2, Whisper), text-to-speech (VITS), audio classification (AST)
+and voice conversion (SpeechT5 with a HiFi-GAN vocoder)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ._common import CHARS, byte_bpe, folder_of
+from ._common import CHARS, byte_bpe, folder_of, labels
 
-__all__ = ["build_wav2vec2", "build_whisper", "build_vits", "BUILDERS"]
+__all__ = ["build_wav2vec2", "build_whisper", "build_vits", "build_ast", "build_speecht5_vc", "SOUND_LABELS",
+           "BUILDERS"]
+
+SOUND_LABELS = ["Speech", "Music", "Dog", "Car", "Rain", "Silence"]
 
 
 def build_wav2vec2(folder: str | Path) -> str:
@@ -88,7 +92,58 @@ def build_vits(folder: str | Path) -> str:
     return str(folder)
 
 
+def build_ast(folder: str | Path) -> str:
+    """Audio Spectrogram Transformer (the audio-classification default's architecture, like
+    MIT/ast-finetuned-audioset-10-10-0.4593) over six sound labels: 16 mel bins, 1 s windows (100 frames),
+    one layer; the feature extractor needs no torchaudio."""
+    import torch
+    from transformers import ASTConfig, ASTFeatureExtractor, ASTForAudioClassification
+
+    folder = folder_of(folder)
+    config = ASTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+                       patch_size=8, frequency_stride=8, time_stride=8, max_length=100, num_mel_bins=16,
+                       **labels(SOUND_LABELS))
+    torch.manual_seed(0)
+    ASTForAudioClassification(config).save_pretrained(folder)
+    ASTFeatureExtractor(num_mel_bins=16, max_length=100, sampling_rate=16000).save_pretrained(folder)
+    return str(folder)
+
+
+def build_speecht5_vc(folder: str | Path) -> str:
+    """SpeechT5 voice conversion (like microsoft/speecht5_vc): a speech encoder and a mel decoder of one layer
+    each, 16 mel bins, its feature extractor, a tiny HiFi-GAN in ``vocoder/`` and a 16-value speaker embedding in
+    ``speaker_embedding.npy`` (both where the audio-to-audio tool looks for them in a model folder)."""
+    import numpy as np
+    import torch
+    from transformers import SpeechT5Config, SpeechT5FeatureExtractor, SpeechT5ForSpeechToSpeech, SpeechT5HifiGan
+    from transformers import SpeechT5HifiGanConfig
+
+    folder = folder_of(folder)
+    config = SpeechT5Config(hidden_size=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                            decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, conv_dim=(8, 8, 8),
+                            conv_stride=(10, 8, 4), conv_kernel=(10, 8, 4), num_conv_pos_embeddings=4,
+                            num_conv_pos_embedding_groups=2, num_mel_bins=16, speech_decoder_prenet_units=16,
+                            speech_decoder_postnet_units=16, speech_decoder_postnet_layers=2,
+                            speaker_embedding_dim=16, max_speech_positions=600, encoder_max_relative_position=16,
+                            vocab_size=8, reduction_factor=2)
+    torch.manual_seed(0)
+    model = SpeechT5ForSpeechToSpeech(config)
+    with torch.no_grad():  # the stop probability never fires: the output length is set by maxlenratio
+        model.speech_decoder_postnet.prob_out.bias.fill_(-20.0)
+    model.save_pretrained(folder)
+    SpeechT5FeatureExtractor(num_mel_bins=16, sampling_rate=16000).save_pretrained(folder)
+    vocoder = SpeechT5HifiGan(SpeechT5HifiGanConfig(model_in_dim=16, upsample_initial_channel=8,
+                                                    upsample_rates=[4, 4], upsample_kernel_sizes=[8, 8],
+                                                    resblock_kernel_sizes=[3], resblock_dilation_sizes=[[1, 3]],
+                                                    sampling_rate=16000))
+    vocoder.save_pretrained(folder / "vocoder")
+    np.save(folder / "speaker_embedding.npy", np.random.default_rng(0).normal(size=16).astype(np.float32))
+    return str(folder)
+
+
 BUILDERS = {
     "speech-recognition": build_whisper,
     "text-to-speech": build_vits,
+    "audio-classification": build_ast,
+    "audio-to-audio": build_speecht5_vc,
 }
