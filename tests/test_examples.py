@@ -133,7 +133,7 @@ _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 def runnable_blocks() -> list[tuple[str, int, str]]:
     """(file, line, code) of every ```python block that starts with '# runnable'."""
     found = []
-    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(DOCS.glob("tools/*.md"))]:
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(DOCS.glob("tools/*.md")), *sorted(DOCS.glob("experts/*.md"))]:
         if not path.is_file():
             continue
         text = path.read_text(encoding="utf-8")
@@ -184,7 +184,7 @@ _CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)
 
 
 def test_relative_links_in_docs_point_to_files():
-    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(DOCS.glob("tools/*.md"))]:
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(DOCS.glob("tools/*.md")), *sorted(DOCS.glob("experts/*.md"))]:
         prose = _CODE.sub("", path.read_text(encoding="utf-8"))
         for target in _LINK.findall(prose):
             if target.startswith(("http://", "https://", "#", "mailto:")):
