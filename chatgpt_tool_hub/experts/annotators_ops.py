@@ -129,13 +129,15 @@ def _hysteresis(strong: Any, candidates: Any) -> Any:
 
 
 def hough_segments(edges: Any, *, min_length: int = 20, max_gap: int = 4, max_lines: int = 200,
-                   tolerance: float = 1.5, theta_bins: int = 180) -> list[tuple[float, float, float, float]]:
+                   tolerance: float = 1.5, theta_bins: int = 180,
+                   merge: float = 2.5) -> list[tuple[float, float, float, float]]:
     """Straight segments ``(x0, y0, x1, y1)`` along the pixels of a bool edge map, longest first.
 
     A Hough transform over ``theta_bins`` angles votes for lines; the strongest line's pixels (within
     ``tolerance`` px) are split where they leave gaps longer than ``max_gap``, each run of at least
     ``min_length`` px is fitted by least squares, and its pixels stop voting. Repeats up to ``max_lines``
-    times or until no line has ``min_length`` votes.
+    times or until no line has ``min_length`` votes. A segment that runs alongside a longer one within
+    ``merge`` px (the other edge of a thin line or stroke) is dropped.
     """
     import numpy as np
 
@@ -187,7 +189,30 @@ def hough_segments(edges: Any, *, min_length: int = 20, max_gap: int = 4, max_li
         active[gone] = False
         votes -= np.bincount(bins(xs[gone], ys[gone]), minlength=votes.size)
     segments.sort(key=lambda s: -s[4])
-    return [s[:4] for s in segments[:max_lines]]
+    kept: list[tuple[float, float, float, float, float]] = []
+    for segment in segments:
+        if not any(_covers(longer, segment, merge) for longer in kept):
+            kept.append(segment)
+    return [s[:4] for s in kept[:max_lines]]
+
+
+def _covers(longer: tuple[float, ...], shorter: tuple[float, ...], distance: float) -> bool:
+    """Whether ``shorter`` runs beside ``longer`` (within ``distance`` px, nearly parallel, mostly alongside it):
+    the two edges Canny finds on either side of a thin line are one line."""
+    import numpy as np
+
+    if distance <= 0:
+        return False
+    a, b = np.array(longer[:2]), np.array(longer[2:4])
+    p, q = np.array(shorter[:2]), np.array(shorter[2:4])
+    axis = (b - a) / max(float(np.hypot(*(b - a))), 1e-9)
+    normal = np.array([-axis[1], axis[0]])
+    if max(abs(float((p - a) @ normal)), abs(float((q - a) @ normal))) > distance:
+        return False
+    t0, t1 = sorted((float((p - a) @ axis), float((q - a) @ axis)))
+    length = float(np.hypot(*(b - a)))
+    overlap = min(t1, length) - max(t0, 0.0)
+    return overlap >= 0.5 * max(t1 - t0, 1e-9)
 
 
 def _fit_segment(px: Any, py: Any) -> tuple[float, float, float, float, float] | None:
