@@ -408,8 +408,8 @@ import sys
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.testing import ScriptedLLM
 names = ["image-to-canny", "image-to-line", "image-to-hed", "image-to-scribble", "image-to-pose", "image-to-normal",
-         "zero-shot-object-detection", "document-question-answering", "video-classification", "depth-estimation",
-         "image-segmentation"]
+         "zero-shot-object-detection", "segment-by-text", "document-question-answering", "video-classification",
+         "depth-estimation", "image-segmentation"]
 app = AppFactory().create_app(tools_list=names, llm=ScriptedLLM([]), no_default=True)
 print(len(app.tools), sorted(m for m in ("torch", "transformers", "PIL", "numpy") if m in sys.modules))
 """
@@ -418,7 +418,7 @@ print(len(app.tools), sorted(m for m in ("torch", "transformers", "PIL", "numpy"
 def test_building_the_tools_imports_nothing_heavy(tmp_path):
     out = subprocess.run([sys.executable, "-c", LIGHT], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["11", "[]"]
+    assert out.stdout.split() == ["12", "[]"]
 
 
 def test_every_tool_of_the_family_is_registered_with_a_tiny_builder():
@@ -428,7 +428,8 @@ def test_every_tool_of_the_family_is_registered_with_a_tiny_builder():
     from chatgpt_tool_hub.experts import register_expert_tools
 
     family = {"image-to-canny", "image-to-line", "image-to-hed", "image-to-scribble", "image-to-pose",
-              "image-to-normal", "zero-shot-object-detection", "document-question-answering", "video-classification"}
+              "image-to-normal", "zero-shot-object-detection", "segment-by-text", "document-question-answering",
+              "video-classification"}
     assert family <= set(EXPERT_TOOLS) and family <= set(BUILDERS)
     registry = ToolRegistry()
     register_expert_tools(registry)

@@ -1,4 +1,5 @@
-"""zero-shot-object-detection on a tiny random OWL-ViT, its plain-text input, and the inference API's shape."""
+"""zero-shot-object-detection on a tiny random OWL-ViT, its plain-text input, and the inference API's shape;
+segment-by-text (OWL-ViT boxes -> SAM masks) on a tiny random SAM."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.experts.grounding import ZeroShotObjectDetectionTool, parse_labels
+from chatgpt_tool_hub.experts.grounding import SegmentByTextTool, ZeroShotObjectDetectionTool, parse_labels
 from chatgpt_tool_hub.experts.manager import ModelManager
 
 pytest.importorskip("torch")
@@ -18,10 +19,17 @@ MATCH = re.compile(r"- (.+) (\d\.\d\d) \[(\d+), (\d+), (\d+), (\d+)\]")
 
 
 @pytest.fixture(scope="session")
-def owlvit_dir(tmp_path_factory) -> str:
+def sam_dir(tmp_path_factory) -> str:
+    """A tiny SAM with a tiny OWL-ViT in its ``detector/`` folder (``BUILDERS["segment-by-text"]``)."""
     from chatgpt_tool_hub.experts.tiny import BUILDERS
 
-    return BUILDERS["zero-shot-object-detection"](tmp_path_factory.mktemp("tiny-owlvit"))
+    return BUILDERS["segment-by-text"](tmp_path_factory.mktemp("tiny-sam"))
+
+
+@pytest.fixture(scope="session")
+def owlvit_dir(sam_dir) -> str:
+    """The tiny OWL-ViT (``BUILDERS["zero-shot-object-detection"]``, built into the SAM folder)."""
+    return f"{sam_dir}/detector"
 
 
 def annotated(observation: str, image_file: str) -> str:
@@ -109,3 +117,68 @@ def test_missing_model_names_the_setting(image_file, tmp_path):
     offline = ZeroShotObjectDetectionTool.from_config(zero_shot_object_detection_model="chatgpt-tool-hub-tests/none")
     with pytest.raises(ToolExecutionError, match="set zero_shot_object_detection_model to a local path"):
         offline.run({"image": image_file, "labels": "cat"})
+
+
+# ---- segment-by-text ---------------------------------------------------------------------------------
+
+
+OBJECT = re.compile(r"- (.+) (\d\.\d\d) \[(\d+), (\d+), (\d+), (\d+)\], (\d+\.\d)% of the image \((\w+)\), "
+                    r"mask quality (-?\d\.\d\d)")
+
+
+def test_segment_by_text_masks_the_detected_boxes(sam_dir, image_file, workspace):
+    import numpy as np
+    from PIL import Image
+
+    manager = ModelManager()
+    tool = SegmentByTextTool(model=sam_dir, device="cpu", manager=manager, workspace_dir=workspace,
+                             options={"threshold": 0.0, "max_objects": 3})
+    assert tool.detector == f"{sam_dir}/detector"  # the bundled detector, as no other is set
+    observation = tool.run({"image": image_file, "labels": "cat, ball"})
+    lines = observation.splitlines()
+    count = int(re.match(rf"Found (\d) object\(s\) matching cat, ball in {image_file} ", lines[0]).group(1))
+    assert 1 <= count <= 3 and len(lines) == count + 3
+    shares = []
+    for line in lines[1:1 + count]:
+        match = OBJECT.fullmatch(line)
+        assert match and match.group(1) in ("cat", "ball"), line
+        shares.append(float(match.group(7)))
+    uuid = image_file.split("/")[1][:8]
+    overlay = re.fullmatch(rf"Segmentation image: (image/[0-9a-f]{{8}}_segment_{uuid}_{uuid}\.png)", lines[-2])
+    mask = re.fullmatch(rf"Mask \(white = the objects\): (image/[0-9a-f]{{8}}_mask_{uuid}_{uuid}\.png)", lines[-1])
+    assert overlay and mask and observation.value == mask.group(1)
+    with Image.open(workspace / mask.group(1)) as union, Image.open(workspace / overlay.group(1)) as painted:
+        assert union.mode == "L" and union.size == painted.size == (96, 64)
+        white = np.asarray(union) > 0
+        assert set(np.unique(np.asarray(union))) <= {0, 255}
+    assert max(shares) - 0.1 <= 100 * white.mean() <= sum(shares) + 0.1  # the union of the objects' masks
+    assert manager.stats()["loads"] == 2  # SAM and the detector
+
+    detector = ZeroShotObjectDetectionTool(model=f"{sam_dir}/detector", device="cpu", manager=manager,
+                                           workspace_dir=workspace, options={"threshold": 0.0})
+    assert detector.run({"image": image_file, "labels": "cat"}).startswith("Found")
+    assert manager.stats()["loads"] == 2  # the zero-shot tool reuses segment-by-text's detector
+
+
+def test_segment_by_text_settings(sam_dir, owlvit_dir, image_file, workspace, tmp_path):
+    shared = SegmentByTextTool.from_config(segment_by_text_model=sam_dir, zero_shot_object_detection_model="x/owl")
+    assert shared.detector == "x/owl"  # the zero-shot tool's model, so one load serves both
+    own = SegmentByTextTool.from_config(segment_by_text_model=sam_dir, segment_by_text_detector=owlvit_dir,
+                                        zero_shot_object_detection_model="x/owl")
+    assert own.detector == owlvit_dir
+    assert SegmentByTextTool.from_config().detector == "google/owlvit-base-patch32"
+    strict = SegmentByTextTool.from_config(segment_by_text_model=sam_dir, segment_by_text_threshold=1.01)
+    assert strict.run(f"{image_file}, cat").startswith(f"Nothing matching cat found in {image_file} ")
+    assert sorted(p.name for p in (workspace / "image").iterdir()) == [image_file.split("/")[1]]
+    missing = SegmentByTextTool.from_config(segment_by_text_model=sam_dir,
+                                            segment_by_text_detector=str(tmp_path / "nope"))
+    with pytest.raises(ToolExecutionError, match="no such folder; set segment_by_text_detector"):
+        missing.run(f"{image_file}, cat")
+
+
+def test_segment_by_text_is_local_only(fake_endpoint, image_file):
+    tool = SegmentByTextTool.from_config(segment_by_text_endpoint=fake_endpoint.url)
+    with pytest.raises(ToolExecutionError, match="only locally; unset segment_by_text_endpoint"):
+        tool.run({"image": image_file, "labels": "cat"})
+    with pytest.raises(ToolInputError, match="needs the names of what to look for"):
+        tool.run({"image": image_file, "labels": ""})

@@ -8,7 +8,7 @@ from pathlib import Path
 from ._common import LABELS, VOCAB, byte_bpe, folder_of, labels
 
 __all__ = ["build_blip", "build_blip_vqa", "build_detr", "build_vit", "build_yolos", "build_segformer", "build_depth_anything",
-           "build_owlvit", "build_donut", "DOC_WORDS", "BUILDERS"]
+           "build_owlvit", "build_sam", "build_donut", "DOC_WORDS", "BUILDERS"]
 
 
 def build_blip(folder: str | Path) -> str:
@@ -155,6 +155,28 @@ def build_owlvit(folder: str | Path) -> str:
     return str(folder)
 
 
+def build_sam(folder: str | Path) -> str:
+    """SAM (``SamModel``, like facebook/sam-vit-base): a 2-layer ViT on 64x64 inputs, with a tiny OWL-ViT in
+    ``detector/`` (segment-by-text's detector when none is set, so the one folder runs the tool)."""
+    import torch
+    from transformers import SamConfig, SamImageProcessor, SamModel, SamProcessor
+
+    folder = folder_of(folder)
+    config = SamConfig(
+        vision_config=dict(hidden_size=16, output_channels=16, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=64, patch_size=8, window_size=4, global_attn_indexes=[1], num_pos_feats=8,
+                           mlp_dim=16),
+        prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4),
+        mask_decoder_config=dict(hidden_size=16, mlp_dim=16, num_hidden_layers=2, num_attention_heads=2,
+                                 iou_head_hidden_dim=16))
+    torch.manual_seed(0)
+    SamModel(config).save_pretrained(folder)
+    SamProcessor(image_processor=SamImageProcessor(size={"longest_edge": 64},
+                                                   pad_size={"height": 64, "width": 64})).save_pretrained(folder)
+    build_owlvit(folder / "detector")
+    return str(folder)
+
+
 # the words of the tiny Donut's vocabulary (SentencePiece pieces: "▁" starts a word)
 DOC_WORDS = ["what", "is", "the", "total", "date", "name", "invoice", "amount", "of", "42", "2024", "acme", "?"]
 
@@ -199,5 +221,6 @@ BUILDERS = {
     "image-segmentation": build_segformer,
     "depth-estimation": build_depth_anything,
     "zero-shot-object-detection": build_owlvit,
+    "segment-by-text": build_sam,
     "document-question-answering": build_donut,
 }
