@@ -34,7 +34,7 @@ from .devices import tool_key
 from .vision import IMAGE_PARAMETERS
 
 __all__ = ["ImageToCannyTool", "ImageToLineTool", "ImageToHedTool", "ImageToScribbleTool", "ImageToNormalTool",
-           "condition_result", "HED_REPO"]
+           "condition_result", "load_hed_weights", "local_only", "HED_REPO"]
 
 HED_REPO = "lllyasviel/Annotators"  # holds ControlNetHED.pth
 
@@ -46,6 +46,12 @@ def condition_result(tool: ExpertTool, picture: Any, image: str, op: str, what: 
     width, height = picture.size
     return ToolResult(f"{what} of {tool.rel(image)}: {name} ({width}x{height}, {details}; the image input of "
                       f"{consumer}).", value=name)
+
+
+def local_only(tool: ExpertTool) -> Any:
+    """What ``call_remote`` does for a tool no inference endpoint serves: an observation that says so."""
+    raise ToolExecutionError(f"{tool.name} runs only locally (no inference endpoint serves it); unset "
+                             f"{tool_key(tool.name)}_endpoint")
 
 
 def _description(name: str, makes: str, use: str, output: str, example_op: str) -> str:
@@ -144,7 +150,7 @@ class ImageToLineTool(_NoModel, ExpertTool):
                                 f"{count} straight line{'' if count == 1 else 's'}, white on black", "line-to-image")
 
 
-def load_hed(tool: ExpertTool, device: str, dtype: str) -> Any:
+def load_hed_weights(tool: ExpertTool, device: str, dtype: str) -> Any:
     """The HED network of ``tool.model``: a ``.pth`` file, a folder holding ``ControlNetHED.pth``, or a hub id."""
     from .loading import load_with
 
@@ -191,7 +197,10 @@ class ImageToHedTool(ExpertTool):
         return super().fixed_model or f"{self.name} runs the ControlNet HED network only"
 
     def load_model(self, device: str, dtype: str) -> Any:
-        return load_hed(self, device, dtype)
+        return load_hed_weights(self, device, dtype)
+
+    def call_remote(self, endpoint: Any, **inputs: Any) -> Any:
+        return local_only(self)
 
     def call_local(self, model: Any, *, image: str) -> Any:
         return model(open_image(image), resolution=int(self.options["detect_resolution"]))
@@ -220,7 +229,10 @@ class ImageToScribbleTool(ExpertTool):
         return super().fixed_model or f"{self.name} runs the ControlNet HED network only"
 
     def load_model(self, device: str, dtype: str) -> Any:
-        return load_hed(self, device, dtype)
+        return load_hed_weights(self, device, dtype)
+
+    def call_remote(self, endpoint: Any, **inputs: Any) -> Any:
+        return local_only(self)
 
     def call_local(self, model: Any, *, image: str) -> Any:
         from .annotators_ops import scribble
@@ -254,7 +266,15 @@ class ImageToNormalTool(ExpertTool):
         depth_model = context.settings.get("depth_estimation_model")
         if not tool.model_configured and depth_model and str(depth_model).strip():
             tool.model, tool.model_configured = str(depth_model).strip(), True
+            tool.model_setting = "depth_estimation_model"
         return tool
+
+    model_setting = "image_to_normal_model"  # where the model came from, for fixed_model
+
+    @property
+    def fixed_model(self) -> str | None:
+        reason = super().fixed_model
+        return reason.replace("image_to_normal_model", self.model_setting) if reason else None
 
     def call_local(self, model: Any, *, image: str) -> Any:
         from .dense import run_depth

@@ -106,9 +106,8 @@ class HedModel:
         self.device = device
 
     def __call__(self, image: Any, resolution: int = 512) -> Any:
-        from PIL import Image
-
         import numpy as np
+        from PIL import Image
 
         width, height = image.size
         size = _detect_size(width, height, max(64, int(resolution)))

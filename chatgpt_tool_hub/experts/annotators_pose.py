@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from ..tools.base import ToolResult
-from .annotators import condition_result
+from .annotators import condition_result, local_only
 from .base import ExpertTool, open_image
 from .devices import tool_key
 from .vision import IMAGE_PARAMETERS, _records, _scored
@@ -153,6 +153,9 @@ class ImageToPoseTool(ExpertTool):
         return load_with(build, self.model, device=device, dtype=dtype, tool=self.name,
                          setting=f"{tool_key(self.name)}_model", device_setting=device_setting, token=token,
                          task=self.task)
+
+    def call_remote(self, endpoint: Any, **inputs: Any) -> Any:
+        return local_only(self)
 
     def person_boxes(self, picture: Any) -> list[list[float]] | None:
         """``[x, y, w, h]`` of each person the detector finds, most certain first; None without a detector."""

@@ -145,8 +145,8 @@ class ImageSegmentationTool(ExpertTool):
             lines.append(f"... and {len(segments) - limit} more")
         lines.append(f"Segmentation image: {self.save_image(painted, image, 'segment')}")
         colours = [ade_colour(label) for label, _, _ in segments]
-        seg_map = paint_masks(picture.point(lambda _: 0), [(rgb, pixels) for (rgb, _), (_, _, pixels)
-                                                            in zip(colours, segments)], 1.0)
+        black = Image.new("RGB", picture.size, (0, 0, 0))
+        seg_map = paint_masks(black, [(rgb, pixels) for (rgb, _), (_, _, pixels) in zip(colours, segments)], 1.0)
         name = self.save_image(seg_map, image, "segmentation")
         outside = sorted({label for (label, _, _), (_, known) in zip(segments, colours) if not known})
         note = (f"; not ADE20K classes, so segmentation-to-image may not know them: {', '.join(outside)}"

@@ -247,7 +247,7 @@ class SegmentByTextTool(_LabelsInput, ExpertTool):
                             in zip(found, masks, quality)]}
 
     def call_remote(self, endpoint: RemoteEndpoint, **inputs: Any) -> Any:
-        raise ToolExecutionError(f"{self.name} runs two models (a detector and SAM) and only locally; unset "
+        raise ToolExecutionError(f"{self.name} runs two models (a detector and SAM), only locally; unset "
                                  f"{tool_key(self.name)}_endpoint")
 
     def render(self, result: Any, *, image: str, labels: str) -> str:

@@ -311,6 +311,7 @@ def test_normal_and_depth_share_one_model_load(depth_dir, square_file, workspace
     assert picture.mode == "RGB" and picture.size == (96, 64)
     built = ImageToNormalTool.from_config(depth_estimation_model=depth_dir)
     assert built.model == depth_dir and built.model_key == depth.model_key
+    assert built.fixed_model == "set by depth_estimation_model"
     assert ImageToNormalTool.from_config().model == DepthEstimationTool.default_model
 
 
@@ -347,6 +348,20 @@ def test_canny_and_lines_run_no_model(square_file):
         assert tool.run(square_file).value.startswith("image/")
         assert manager.stats()["loads"] == 0 and not tool.is_loaded() and tool.load() is None
         assert tool.fixed_model == f"{cls.name} runs no model"
+
+
+@pytest.mark.parametrize("name", ["image-to-hed", "image-to-scribble", "image-to-pose"])
+def test_tools_no_endpoint_serves_say_so(name, fake_endpoint, square_file):
+    from chatgpt_tool_hub.experts import register_expert_tools
+    from chatgpt_tool_hub.tools.registry import ToolRegistry
+
+    registry = ToolRegistry()
+    register_expert_tools(registry)
+    key = name.replace("-", "_")
+    tool = registry.build(name, **{f"{key}_endpoint": fake_endpoint.url})
+    with pytest.raises(ToolExecutionError, match=rf"{name} runs only locally .*; unset {key}_endpoint"):
+        tool.run(square_file)
+    assert fake_endpoint.requests == []
 
 
 NO_TORCH = """
@@ -422,10 +437,9 @@ def test_building_the_tools_imports_nothing_heavy(tmp_path):
 
 
 def test_every_tool_of_the_family_is_registered_with_a_tiny_builder():
-    from chatgpt_tool_hub.experts import EXPERT_TOOLS
+    from chatgpt_tool_hub.experts import EXPERT_TOOLS, register_expert_tools
     from chatgpt_tool_hub.experts.tiny import BUILDERS
     from chatgpt_tool_hub.tools.registry import ToolRegistry
-    from chatgpt_tool_hub.experts import register_expert_tools
 
     family = {"image-to-canny", "image-to-line", "image-to-hed", "image-to-scribble", "image-to-pose",
               "image-to-normal", "zero-shot-object-detection", "segment-by-text", "document-question-answering",
@@ -459,3 +473,39 @@ def test_the_family_page_runs(tmp_path):
         assert out.returncode == 0, out.stderr
     for target in re.findall(r"\]\(([^)#\s]+\.md)", page.read_text(encoding="utf-8")):
         assert (page.parent / target).exists(), target
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["image-to-hed", "image-to-scribble", "image-to-pose", "image-to-normal",
+                                  "zero-shot-object-detection", "segment-by-text", "document-question-answering",
+                                  "video-classification"])
+def test_half_precision_on_cuda(name, square_file, workspace, tmp_path):
+    """Each model-running tool of the family on the default device (CUDA here) in float16."""
+    from importlib import import_module
+
+    import torch
+
+    from chatgpt_tool_hub.experts import EXPERT_TOOLS
+    from chatgpt_tool_hub.experts.tiny import BUILDERS
+    from chatgpt_tool_hub.experts.video_io import write_video
+
+    module, cls = EXPERT_TOOLS[name]
+    options = {"threshold": 0.0} if name in ("zero-shot-object-detection", "segment-by-text") else {}
+    options.update({"max_new_tokens": 4} if name == "document-question-answering" else {})
+    tool = getattr(import_module(module), cls)(model=BUILDERS[name](tmp_path / name), manager=ModelManager(),
+                                               workspace_dir=workspace, options=options)
+    assert tool.device.startswith("cuda") and tool.dtype == "float16"
+    if name == "video-classification":
+        (workspace / "video").mkdir()
+        write_video([opened(workspace, square_file)] * 6, workspace / "video" / "clip.gif")
+        inputs = {"video": "video/clip.gif"}
+    elif name in ("zero-shot-object-detection", "segment-by-text"):
+        inputs = {"image": square_file, "labels": "square"}
+    elif name == "document-question-answering":
+        inputs = {"image": square_file, "question": "what is the total?"}
+    else:
+        inputs = {"image": square_file}
+    assert tool.run(inputs)
+    loaded = tool.load()
+    module = getattr(loaded, "model", loaded)
+    assert next(module.parameters()).dtype == torch.float16 and next(module.parameters()).is_cuda
