@@ -457,6 +457,7 @@ def test_every_tool_of_the_family_is_registered_with_a_tiny_builder():
                                     else "image")
 
 
+@pytest.mark.slow
 def test_the_family_page_runs(tmp_path):
     """The ``# runnable`` blocks of docs/experts/annotators.md, each in a fresh process (as tests/test_examples.py
     runs those of docs/*.md)."""
