@@ -9,4 +9,6 @@ from __future__ import annotations
 __all__ = ["TOOLS"]
 
 TOOLS: dict[str, tuple[str, str, str]] = {
+    "video-classification": ("chatgpt_tool_hub.experts.video", "VideoClassificationTool",
+             "What happens in a video clip, top labels with scores (VideoMAE Kinetics; expert model)."),
 }

@@ -21,4 +21,10 @@ TOOLS: dict[str, tuple[str, str, str]] = {
              "Split an image into labelled regions with their area, and paint them (SegFormer; expert model)."),
     "depth-estimation": ("chatgpt_tool_hub.experts.dense", "DepthEstimationTool",
              "Estimate depth and save a depth map image (Depth Anything V2; expert model)."),
+    "zero-shot-object-detection": ("chatgpt_tool_hub.experts.grounding", "ZeroShotObjectDetectionTool",
+             "Find the things you name in an image, with boxes, and draw them (OWL-ViT; expert model)."),
+    "segment-by-text": ("chatgpt_tool_hub.experts.grounding", "SegmentByTextTool",
+             "Cut out the things you name in an image: masks and a mask image (OWL-ViT + SAM; expert model)."),
+    "document-question-answering": ("chatgpt_tool_hub.experts.documents", "DocumentQuestionAnsweringTool",
+             "Answer a question about a document image, no OCR needed (Donut DocVQA; expert model)."),
 }

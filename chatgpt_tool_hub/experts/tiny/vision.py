@@ -1,12 +1,14 @@
-"""Tiny vision models: captioning, VQA, detection, classification, segmentation, depth."""
+"""Tiny vision models: captioning, VQA, detection, classification, segmentation, depth, open-vocabulary
+detection, document QA."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ._common import LABELS, VOCAB, folder_of, labels
+from ._common import LABELS, VOCAB, byte_bpe, folder_of, labels
 
-__all__ = ["build_blip", "build_blip_vqa", "build_detr", "build_vit", "build_yolos", "build_segformer", "build_depth_anything", "BUILDERS"]
+__all__ = ["build_blip", "build_blip_vqa", "build_detr", "build_vit", "build_yolos", "build_segformer", "build_depth_anything",
+           "build_owlvit", "build_sam", "build_donut", "DOC_WORDS", "BUILDERS"]
 
 
 def build_blip(folder: str | Path) -> str:
@@ -126,6 +128,91 @@ def build_depth_anything(folder: str | Path) -> str:
     return str(folder)
 
 
+def build_owlvit(folder: str | Path) -> str:
+    """OWL-ViT (``OwlViTForObjectDetection``, the zero-shot detector's architecture): 1-layer CLIP text and vision
+    towers, a byte-level BPE that spells the tiny vocabulary, 32x32 images (16 boxes)."""
+    import torch
+    from transformers import CLIPTokenizer, OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor
+
+    folder = folder_of(folder)
+    vocab = byte_bpe(folder, [w for w in VOCAB if w.isalpha()] + LABELS, ["<|startoftext|>", "<|endoftext|>"],
+                     end_of_word=True)
+    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=16)
+    start, end = vocab["<|startoftext|>"], vocab["<|endoftext|>"]
+    config = OwlViTConfig(
+        text_config=dict(vocab_size=len(vocab), hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=16, bos_token_id=start, eos_token_id=end,
+                         pad_token_id=end),
+        vision_config=dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        projection_dim=16)
+    torch.manual_seed(0)
+    OwlViTForObjectDetection(config).save_pretrained(folder)
+    processor = OwlViTProcessor(image_processor=OwlViTImageProcessor(size={"height": 32, "width": 32},
+                                                                     crop_size={"height": 32, "width": 32}),
+                                tokenizer=tokenizer)
+    processor.save_pretrained(folder)
+    return str(folder)
+
+
+def build_sam(folder: str | Path) -> str:
+    """SAM (``SamModel``, like facebook/sam-vit-base): a 2-layer ViT on 64x64 inputs, with a tiny OWL-ViT in
+    ``detector/`` (segment-by-text's detector when none is set, so the one folder runs the tool)."""
+    import torch
+    from transformers import SamConfig, SamImageProcessor, SamModel, SamProcessor
+
+    folder = folder_of(folder)
+    config = SamConfig(
+        vision_config=dict(hidden_size=16, output_channels=16, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=64, patch_size=8, window_size=4, global_attn_indexes=[1], num_pos_feats=8,
+                           mlp_dim=16),
+        prompt_encoder_config=dict(hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4),
+        mask_decoder_config=dict(hidden_size=16, mlp_dim=16, num_hidden_layers=2, num_attention_heads=2,
+                                 iou_head_hidden_dim=16))
+    torch.manual_seed(0)
+    SamModel(config).save_pretrained(folder)
+    SamProcessor(image_processor=SamImageProcessor(size={"longest_edge": 64},
+                                                   pad_size={"height": 64, "width": 64})).save_pretrained(folder)
+    build_owlvit(folder / "detector")
+    return str(folder)
+
+
+# the words of the tiny Donut's vocabulary (SentencePiece pieces: "▁" starts a word)
+DOC_WORDS = ["what", "is", "the", "total", "date", "name", "invoice", "amount", "of", "42", "2024", "acme", "?"]
+
+
+def build_donut(folder: str | Path) -> str:
+    """Donut (a ``VisionEncoderDecoderModel``: Donut-Swin encoder, MBart decoder, like
+    naver-clova-ix/donut-base-finetuned-docvqa) with a Unigram tokenizer over ``DOC_WORDS`` and the DocVQA
+    task tokens, 32x32 pages."""
+    import torch
+    from transformers import (DonutImageProcessor, DonutProcessor, DonutSwinConfig, MBartConfig,
+                              VisionEncoderDecoderConfig, VisionEncoderDecoderModel, XLMRobertaTokenizer)
+
+    folder = folder_of(folder)
+    pieces = [(w, 0.0) for w in ("<s>", "<pad>", "</s>", "<unk>", "<mask>")]
+    pieces += [(w if w == "?" else f"\u2581{w}", -1.0) for w in DOC_WORDS]
+    tokenizer = XLMRobertaTokenizer(vocab=pieces)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<s_docvqa>", "<s_question>", "</s_question>",
+                                                                "<s_answer>", "</s_answer>"]})
+    encoder = DonutSwinConfig(image_size=[32, 32], patch_size=4, embed_dim=8, depths=[1, 1], num_heads=[1, 2],
+                              window_size=4)
+    decoder = MBartConfig(vocab_size=len(tokenizer), d_model=16, decoder_layers=1, decoder_attention_heads=2,
+                          decoder_ffn_dim=16, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=16,
+                          max_position_embeddings=128, is_decoder=True, add_cross_attention=True,
+                          scale_embedding=True, pad_token_id=tokenizer.pad_token_id,
+                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    config.pad_token_id = tokenizer.pad_token_id
+    config.eos_token_id = tokenizer.eos_token_id
+    config.decoder_start_token_id = tokenizer.convert_tokens_to_ids("<s_docvqa>")
+    torch.manual_seed(0)
+    VisionEncoderDecoderModel(config=config).save_pretrained(folder)
+    DonutProcessor(image_processor=DonutImageProcessor(size={"height": 32, "width": 32}),
+                   tokenizer=tokenizer).save_pretrained(folder)
+    return str(folder)
+
+
 BUILDERS = {
     "image-captioning": build_blip,
     "visual-question-answering": build_blip_vqa,
@@ -133,4 +220,7 @@ BUILDERS = {
     "image-classification": build_vit,
     "image-segmentation": build_segformer,
     "depth-estimation": build_depth_anything,
+    "zero-shot-object-detection": build_owlvit,
+    "segment-by-text": build_sam,
+    "document-question-answering": build_donut,
 }
