@@ -62,29 +62,34 @@ def make_workspace(folder: Path) -> tuple[str, str]:
     return str(workspace), ingest_image(picture, workspace)
 
 
-def child(spec: dict) -> dict:
-    """One fresh process: ``threads`` threads call cold tools at once, then each tool once more."""
+def make_tool(name: str, spec: dict, manager):
+    """The expert tool ``name`` on its tiny model, on the CPU, with ``manager``."""
     from importlib import import_module
 
     from chatgpt_tool_hub.experts import EXPERT_TOOLS
+
+    module, cls = EXPERT_TOOLS[name]
+    return getattr(import_module(module), cls)(model=spec["models"][name], device="cpu", manager=manager,
+                                               workspace_dir=spec["workspace"], options=OPTIONS.get(name))
+
+
+def arguments(name: str, spec: dict) -> dict:
+    """What one call of ``name`` gets."""
+    return {"text": "I loved this film"} if name == "text-classification" else {"image": spec["image"]}
+
+
+def child(spec: dict) -> dict:
+    """One fresh process: ``threads`` threads call cold tools at once, then each tool once more."""
     from chatgpt_tool_hub.experts.manager import ModelManager
 
     if spec.get("preimport"):  # the main thread imports transformers fully first: only the load race is left
         import transformers
 
         transformers.pipeline, transformers.AutoModel  # noqa: B018 - resolve the lazy attributes
-    heavy_before = sorted(m for m in ("torch", "transformers", "PIL") if m in sys.modules)
     managers = [ModelManager(), ModelManager()]
     calls = [CALLS[i % len(CALLS)] for i in range(spec["threads"])]
-    tools = []
-    for name, which in calls:
-        module, cls = EXPERT_TOOLS[name]
-        tools.append(getattr(import_module(module), cls)(
-            model=spec["models"][name], device="cpu", manager=managers[which],
-            workspace_dir=spec["workspace"], options=OPTIONS.get(name)))
-
-    def arguments(name: str) -> dict:
-        return {"text": "I loved this film"} if name == "text-classification" else {"image": spec["image"]}
+    tools = [make_tool(name, spec, managers[which]) for name, which in calls]
+    heavy_before = sorted(m for m in ("torch", "transformers", "PIL") if m in sys.modules)
 
     barrier = threading.Barrier(len(tools))
     errors: list[str | None] = [None] * len(tools)
@@ -93,7 +98,7 @@ def child(spec: dict) -> dict:
         name = calls[index][0]
         try:
             barrier.wait()
-            tools[index].run(arguments(name))
+            tools[index].run(arguments(name, spec))
         except BaseException as exc:  # counted, never fatal
             errors[index] = f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
 
@@ -107,7 +112,7 @@ def child(spec: dict) -> dict:
     retry: list[str] = []
     for index, (name, _) in enumerate(calls):  # a model that broke in the race must not stay cached
         try:
-            tools[index].run(arguments(name))
+            tools[index].run(arguments(name, spec))
         except BaseException as exc:
             retry.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
     return {"heavy_before": heavy_before, "errors": [e for e in errors if e], "retry_errors": retry,

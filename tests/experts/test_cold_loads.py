@@ -184,3 +184,19 @@ def test_fresh_processes_with_cold_models_have_no_failures(cold_spec):
         assert report["heavy_before"] == [], report  # building the tools imported nothing heavy
         assert report["errors"] == [] and report["retry_errors"] == [], report
         assert report["loads"] == [4, 3], report
+
+
+def test_a_plan_of_cold_expert_tools_runs_on_four_workers(cold_spec):
+    """The planner's way: one task per tool, all ready at once, 4 workers, cold models of one app."""
+    from chatgpt_tool_hub.planner.execute import DagRun
+    from chatgpt_tool_hub.planner.plan import Task
+
+    bench = bench_module()
+    manager = ModelManager()
+    tools = {name: bench.make_tool(name, cold_spec, manager) for name in bench.TOOLS}
+    tasks = [Task(i, name, (), bench.arguments(name, cold_spec)) for i, name in enumerate(bench.TOOLS)]
+    dag = DagRun(tasks, tools, max_workers=4, timeout=120)
+    assert dag.wait(180)
+    assert {r.tool: r.status for r in dag.results.values()} == dict.fromkeys(bench.TOOLS, "ok"), \
+        [r.error for r in dag.results.values()]
+    assert manager.stats()["loads"] == len(bench.TOOLS)
