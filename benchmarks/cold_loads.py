@@ -16,6 +16,7 @@ processes, failed calls, and calls that still failed on the second round.
 
     python benchmarks/cold_loads.py                    # 20 processes
     python benchmarks/cold_loads.py --processes 5 --threads 8
+    python benchmarks/cold_loads.py --device cuda      # float16 loads on a GPU
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ def make_workspace(folder: Path) -> tuple[str, str]:
 
 
 def make_tool(name: str, spec: dict, manager):
-    """The expert tool ``name`` on its tiny model, on the CPU, with ``manager``."""
+    """The expert tool ``name`` on its tiny model, on ``spec["device"]`` (default cpu), with ``manager``."""
     from importlib import import_module
 
     from chatgpt_tool_hub.experts import EXPERT_TOOLS
 
     module, cls = EXPERT_TOOLS[name]
-    return getattr(import_module(module), cls)(model=spec["models"][name], device="cpu", manager=manager,
+    return getattr(import_module(module), cls)(model=spec["models"][name], device=spec.get("device", "cpu"),
+                                               manager=manager,
                                                workspace_dir=spec["workspace"], options=OPTIONS.get(name))
 
 
@@ -167,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--preimport", action="store_true",
                         help="import transformers in the main thread first (leaves only the load race)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (float16 on CUDA)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report))
         return 0
     with tempfile.TemporaryDirectory(prefix="cold-loads-") as tmp:
-        spec = {**prepare(Path(tmp), args.threads), "preimport": args.preimport}
+        spec = {**prepare(Path(tmp), args.threads), "preimport": args.preimport, "device": args.device}
         reports = []
         for number in range(args.processes):
             report = run_process(spec)
@@ -190,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarise(reports)
     print(f"\n{summary['failed_processes']}/{summary['processes']} processes with failures, "
           f"{summary['failed_calls']} failed concurrent calls, {summary['failed_retries']} failed second calls "
-          f"({args.threads} threads, {len(TOOLS)} tools, 2 managers"
+          f"({args.threads} threads, {len(TOOLS)} tools, 2 managers, {args.device}"
           f"{', transformers imported first' if args.preimport else ''})")
     for message, count in sorted(summary["messages"].items(), key=lambda kv: -kv[1]):
         print(f"  {count:>3} x {message}")

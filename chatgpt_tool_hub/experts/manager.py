@@ -45,7 +45,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any, Callable, Hashable, Iterator, Mapping
 
 from ..config import coerce_as, get_typed
 from ..errors import ConfigError, ToolExecutionError
@@ -63,10 +63,26 @@ class _ProcessLoadLock:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._local = threading.local()
+        self.loading = "another model"  # what is loading now (for the log)
 
     def held(self) -> bool:
         """Whether this thread holds the lock."""
         return getattr(self._local, "depth", 0) > 0
+
+    @contextlib.contextmanager
+    def hold(self, label: str) -> Iterator[None]:
+        """Hold the lock to load ``label``; says in the log when it waits for another model's load."""
+        if not self._lock.acquire(blocking=False):
+            log.info("%s waits for %s to finish loading (one load at a time per process)", label, self.loading)
+            self._lock.acquire()
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        outer, self.loading = self.loading, label
+        try:
+            yield
+        finally:
+            self.loading = outer
+            self._local.depth -= 1
+            self._lock.release()
 
     def __enter__(self) -> "_ProcessLoadLock":
         self._lock.acquire()
@@ -141,7 +157,7 @@ class ModelManager:
                 if entry is not None:
                     return entry.value
             waited = time.perf_counter()
-            with _LOAD_LOCK:
+            with _LOAD_LOCK.hold(_describe(key)):
                 with self._lock:
                     self._wait_seconds += time.perf_counter() - waited
                     entry = self._touch(key)  # loaded meanwhile by a load inside another load

@@ -154,6 +154,37 @@ def test_load_with_refuses_a_model_with_meta_tensors(tmp_path):
     assert len(builds) == 2
 
 
+def test_a_tool_whose_model_stayed_on_meta_says_so_and_loads_again_next_time():
+    torch = pytest.importorskip("torch")
+    from chatgpt_tool_hub.experts.base import ExpertTool
+
+    class Scale(ExpertTool):
+        name = "scale-text"
+        task = "text-classification"
+        default_model = "example/scale"
+        description = "scale-text: test tool"
+        parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+        loads = 0
+
+        def load_model(self, device, dtype):
+            type(self).loads += 1
+            return torch.nn.Linear(2, 2, device="meta" if self.loads == 1 else device)
+
+        def call_local(self, model, *, text):
+            return model.weight.device.type
+
+        def render(self, result, *, text):
+            return f"ran on {result}"
+
+    tool = Scale(device="cpu", manager=ModelManager())
+    with pytest.raises(ToolExecutionError) as caught:
+        tool.run({"text": "x"})
+    assert str(caught.value).startswith("could not load example/scale text-classification cpu float32: 2 weight(s) "
+                                        "stayed on the meta device")
+    assert not tool.is_loaded()
+    assert tool.run({"text": "x"}) == "ran on cpu" and Scale.loads == 2
+
+
 # ---- 3. cold tiny models, many threads, several tools -------------------------------------------------
 
 

@@ -252,7 +252,7 @@ def run_threads(*targets):
 
 
 @pytest.mark.parametrize("budget", [0, 100])
-def test_loads_of_different_models_never_overlap_in_one_manager(budget):
+def test_loads_of_different_models_never_overlap_in_one_manager(budget, caplog):
     manager = ModelManager(memory_budget_mb=budget)
     overlap = Overlap()
     barrier = threading.Barrier(4)
@@ -260,9 +260,12 @@ def test_loads_of_different_models_never_overlap_in_one_manager(budget):
     def worker(name):
         return lambda: (barrier.wait(), manager.get(name, overlap.loader()))
 
-    run_threads(*(worker(n) for n in "ABCD"))
+    with caplog.at_level("INFO", logger="chatgpt_tool_hub.experts"):
+        run_threads(*(worker(n) for n in "ABCD"))
     assert overlap.peak == 1
     assert manager.stats()["loads"] == 4
+    # the log says why a load waited (the others reached the lock while the first one loaded)
+    assert "waits for" in caplog.text and "to finish loading (one load at a time per process)" in caplog.text
 
 
 def test_loads_never_overlap_across_managers():
