@@ -14,13 +14,24 @@
    plan, as JSON and in Python literal form (goal: well under 2 s each on a
    slow machine; the tests check only that both are refused, with the right
    message).
+4. Ready-queue order on random DAGs: 20 tasks (fixed seeds), each sleeping
+   20-200 ms, 4 workers. Efficiency = ideal makespan lower bound ÷ achieved
+   makespan, where the bound is max(longest chain, total work ÷ workers).
+   FIFO (tasks start in the order they became ready) beside critical-path
+   priority (longest remaining path first), with the sleep durations as
+   estimates and with none (counting tasks). "sim" is an exact simulation of
+   the same scheduler (no thread noise); "run" is a real ``DagRun``.
 
     python benchmarks/planner.py
+    python benchmarks/planner.py --order-only --seeds 10
 """
 
 from __future__ import annotations
 
+import argparse
+import heapq
 import json
+import random
 import statistics
 import threading
 import time
@@ -28,8 +39,8 @@ import time
 from chatgpt_tool_hub.apps import PlannerApp
 from chatgpt_tool_hub.planner import Catalog
 from chatgpt_tool_hub.planner.embedding import embedding_model_path
-from chatgpt_tool_hub.planner.execute import DagRun
-from chatgpt_tool_hub.planner.plan import PlanFeedback, parse_plan, validate_plan
+from chatgpt_tool_hub.planner.execute import DagRun, remaining_paths
+from chatgpt_tool_hub.planner.plan import PlanFeedback, Task, parse_plan, validate_plan
 from chatgpt_tool_hub.planner.workers import DaemonPool
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import Tool
@@ -253,7 +264,123 @@ def _timed(fn) -> float:
     return time.perf_counter() - started
 
 
+# ---- 4. ready-queue order on random DAGs ------------------------------------------------------------
+
+DAG_TASKS, DAG_WORKERS = 20, 4
+
+
+def random_dag(seed: int) -> tuple[list[Task], dict[int, float]]:
+    """20 tasks; each depends on 0-3 earlier ones, picked at random; sleeps 20-200 ms."""
+    rng = random.Random(seed)
+    tasks, seconds = [], {}
+    for i in range(DAG_TASKS):
+        deps = tuple(sorted(rng.sample(range(i), min(i, rng.choice((0, 1, 1, 2, 3))))))
+        tasks.append(Task(i, f"nap{i}", deps, {"text": f"task {i}"}))
+        seconds[i] = round(rng.uniform(0.02, 0.2), 3)
+    return tasks, seconds
+
+
+def lower_bound(tasks: list[Task], seconds: dict[int, float], workers: int) -> float:
+    return max(max(remaining_paths(tasks, seconds).values()), sum(seconds.values()) / workers)
+
+
+def simulate(tasks: list[Task], seconds: dict[int, float], workers: int, order: str,
+             durations: dict[int, float] | None) -> float:
+    """The makespan of DagRun's rule, exactly: list scheduling with the same ready-queue order."""
+    priority = remaining_paths(tasks, durations)
+    children: dict[int, list[int]] = {t.id: [] for t in tasks}
+    for t in tasks:
+        for d in t.dep:
+            children[d].append(t.id)
+    unmet = {t.id: len(t.dep) for t in tasks}
+    arrival = iter(range(10**9))
+    ready: list[tuple[float, int]] = []
+
+    def push(i: int) -> None:
+        heapq.heappush(ready, (float(next(arrival)) if order == "fifo" else -priority[i], i))
+
+    for i in sorted(i for i, n in unmet.items() if n == 0):
+        push(i)
+    running: list[tuple[float, int]] = []  # (end time, id)
+    now = 0.0
+    while ready or running:
+        while ready and len(running) < workers:
+            _, i = heapq.heappop(ready)
+            heapq.heappush(running, (now + seconds[i], i))
+        now, done = heapq.heappop(running)
+        for child in children[done]:
+            unmet[child] -= 1
+            if unmet[child] == 0:
+                push(child)
+    return now
+
+
+class Nap(Tool):
+    def __init__(self, name: str, seconds: float):
+        self.name, self.seconds = name, seconds
+        self.description = f"sleeps {seconds}s"
+
+    def _run(self, text: str) -> str:
+        time.sleep(self.seconds)
+        return "ok"
+
+
+def measure(tasks: list[Task], seconds: dict[int, float], order: str, durations: dict[int, float] | None) -> float:
+    tools = {t.task: Nap(t.task, seconds[t.id]) for t in tasks}
+    dag = DagRun(tasks, tools, max_workers=DAG_WORKERS, timeout=30, pool=POOL, order=order, durations=durations)
+    started = time.perf_counter()
+    dag.start()
+    dag.wait(60)
+    wall = time.perf_counter() - started
+    assert all(r.status == "ok" for r in dag.results.values())
+    return wall
+
+
+ORDER_COLUMNS = (("FIFO", "fifo", False), ("CP-time", "critical-path", True),
+                 ("CP-count", "critical-path", False))
+
+
+def order_rows(seeds: int, measured: bool = True) -> list[tuple[int, float, list[float], list[float]]]:
+    """Per seed: the bound, the simulated and the measured efficiency of each column of ``ORDER_COLUMNS``."""
+    rows = []
+    if measured:
+        measure(*random_dag(0), "fifo", None)  # warm-up: the pool's threads
+    for seed in range(seeds):
+        tasks, seconds = random_dag(seed)
+        bound = lower_bound(tasks, seconds, DAG_WORKERS)
+        sim = [bound / simulate(tasks, seconds, DAG_WORKERS, order, seconds if known else None)
+               for _, order, known in ORDER_COLUMNS]
+        run = [bound / measure(tasks, seconds, order, seconds if known else None) if measured else float("nan")
+               for _, order, known in ORDER_COLUMNS]
+        rows.append((seed, bound, sim, run))
+    return rows
+
+
+def print_order_rows(seeds: int, measured: bool = True) -> None:
+    print(f"Ready-queue order: random {DAG_TASKS}-task DAGs, tasks of 20-200 ms, {DAG_WORKERS} workers; "
+          f"efficiency = lower bound / makespan")
+    print("CP-time: critical path with the sleep durations as estimates; CP-count: without estimates")
+    head = "".join(f"{label + ' sim':>14}{label + ' run':>14}" for label, _, _ in ORDER_COLUMNS)
+    print(f"{'seed':>4} {'bound ms':>9}{head}")
+    rows = order_rows(seeds, measured)
+    for seed, bound, sim, run in rows:
+        cells = "".join(f"{s:>14.3f}{r:>14.3f}" for s, r in zip(sim, run))
+        print(f"{seed:>4} {bound * 1000:>9.0f}{cells}")
+    for label, pick in (("mean", statistics.mean), ("min", min)):
+        cells = "".join(f"{pick(r[2][c] for r in rows):>14.3f}{pick(r[3][c] for r in rows):>14.3f}"
+                        for c in range(len(ORDER_COLUMNS)))
+        print(f"{label:>4} {'':>9}{cells}")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--order-only", action="store_true", help="only section 4 (ready-queue order)")
+    parser.add_argument("--seeds", type=int, default=10, help="random DAGs in section 4")
+    parser.add_argument("--no-run", action="store_true", help="section 4: the simulation only")
+    args = parser.parse_args()
+    if args.order_only:
+        print_order_rows(args.seeds, not args.no_run)
+        return
     print(f"DAG efficiency: {LEVELS} levels x {WIDTH} tasks of {TASK_SECONDS * 1000:.0f} ms, "
           f"critical path {CRITICAL_PATH * 1000:.0f} ms, median of {REPEATS}")
     print(f"{'scheduler':<34} {'wall ms':>9} {'efficiency':>11}")
@@ -268,6 +395,8 @@ def main() -> None:
     print(f"Refusing a 10,000-task plan, median of {REPEATS} (goal: < 2 s each)")
     for label, seconds in oversized_rows():
         print(f"{label:<42} {seconds * 1000:>8.1f} ms")
+    print()
+    print_order_rows(args.seeds, not args.no_run)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,17 @@ time. A hub id is first looked up in the local Hugging Face cache only (no
 network, no retries); when it is not there and the process is not offline
 (``HF_HUB_OFFLINE``), transformers downloads it, with huggingface_hub's
 progress bars on stderr.
+
+Heavy libraries are imported once per process, under one lock, and completely
+(``import_heavy``): transformers and diffusers are lazy modules whose
+attributes appear as their submodules load, so a thread that imports
+``transformers`` while another one is still importing it can see a module
+without ``pipeline``. The first import resolves the attributes the tools use
+before any other thread gets the module.
+
+A loaded model that still holds tensors on the ``meta`` device (the weights
+never arrived: a checkpoint without them, or a load disturbed by another
+one) raises a ``ToolExecutionError`` and is never cached (``meta_tensors``).
 """
 
 from __future__ import annotations
@@ -14,28 +25,89 @@ import logging
 import os
 import re
 import struct
-from typing import Any, Callable
+import sys
+import threading
+from importlib import import_module
+from typing import Any, Callable, Iterable
 
 from ..errors import ToolExecutionError, UserError
 from . import progress
+from .manager import meta_error
 
-__all__ = ["import_backend", "load_pipeline", "load_with", "is_offline", "looks_like_path", "checkpoint_mb",
-           "INSTALL_HINT"]
+__all__ = ["import_backend", "import_heavy", "load_pipeline", "load_with", "is_offline", "looks_like_path",
+           "checkpoint_mb", "meta_error", "INSTALL_HINT", "EXTRA_HINTS"]
 
 log = logging.getLogger("chatgpt_tool_hub.experts")
 
 INSTALL_HINT = 'pip install "chatgpt-tool-hub[experts]"'
+# the extra that installs each heavy library
+EXTRA_HINTS = {"torch": INSTALL_HINT, "transformers": INSTALL_HINT,
+               "diffusers": 'pip install "chatgpt-tool-hub[diffusion]"'}
+# lazy attributes resolved by the first import, before any other thread sees the module
+_RESOLVE = {
+    "transformers": ("pipeline", "AutoConfig", "AutoModel", "AutoProcessor", "AutoTokenizer",
+                     "AutoImageProcessor", "AutoFeatureExtractor", "PreTrainedModel", "PretrainedConfig"),
+    "diffusers": ("DiffusionPipeline", "AutoPipelineForText2Image", "AutoPipelineForImage2Image",
+                  "AutoPipelineForInpainting", "ModelMixin", "SchedulerMixin"),
+}
+# what a heavy library needs imported first (also under the lock)
+_NEEDS = {"transformers": ("torch",), "diffusers": ("torch", "transformers")}
+
+_import_lock = threading.RLock()  # one for the process: heavy imports never run in two threads at once
+_imported: dict[str, Any] = {}  # name -> module, once fully imported
 
 
-def import_backend() -> tuple[Any, Any]:
-    """``(torch, transformers)`` or a ``UserError`` naming the extra to install."""
+def import_heavy(name: str, *, needed_by: str = "", resolve: Iterable[str] = ()) -> Any:
+    """The module ``name`` (torch, transformers, diffusers...), imported once per process, completely.
+
+    Runs under one process-wide lock; the first import also imports what the
+    library needs (torch before transformers) and touches its lazy attributes
+    (``transformers.pipeline``, ``diffusers.DiffusionPipeline``... and
+    ``resolve``), so no thread ever gets a half-initialised module. Later calls
+    are a dict lookup. A missing package raises a ``UserError`` that names the
+    extra to install (``needed_by`` says what needs it, e.g. ``text-to-image``).
+    """
+    module = _imported.get(name)
+    extra = tuple(resolve)
+    if module is not None and sys.modules.get(name) is module and all(hasattr(module, a) for a in extra):
+        return module
+    with _import_lock:
+        try:
+            for first in _NEEDS.get(name, ()):
+                import_heavy(first, needed_by=needed_by)
+            module = import_module(name)
+            for attribute in (*_RESOLVE.get(name, ()), *extra):
+                try:
+                    getattr(module, attribute)  # imports the submodule behind a lazy attribute
+                except Exception as exc:  # an optional part missing: the tools that need it will say so
+                    log.debug("%s.%s is not available: %s", name, attribute, _first_line(exc))
+        except ImportError as exc:
+            hint = EXTRA_HINTS.get(name, f"pip install {name}")
+            who = needed_by or ("expert tools" if name in ("torch", "transformers") else "this tool")
+            verb = "need" if who == "expert tools" else "needs"
+            raise UserError(f"{who} {verb} {name}, which is not installed ({exc.name or exc}): {hint}") from exc
+        _imported[name] = module
+    return module
+
+
+def import_backend(extras: Iterable[str] = ()) -> tuple[Any, ...]:
+    """``(torch, transformers)``, then one module per name in ``extras`` (``("diffusers",)``).
+
+    Imported through :func:`import_heavy` (once, under the process-wide import
+    lock). A missing package raises a ``UserError`` naming the extra to install.
+    """
     try:
-        import torch
-        import transformers
-    except ImportError as exc:
+        torch = import_heavy("torch")
+        transformers = import_heavy("transformers")
+    except UserError as exc:
         raise UserError(f"expert tools need torch and transformers, which are not installed "
-                        f"({exc.name or exc}): {INSTALL_HINT}") from exc
-    return torch, transformers
+                        f"({_missing(exc)}): {INSTALL_HINT}") from exc.__cause__
+    return (torch, transformers, *(import_heavy(name) for name in extras))
+
+
+def _missing(exc: UserError) -> str:
+    cause = exc.__cause__
+    return str(getattr(cause, "name", None) or cause or exc)
 
 
 def is_offline() -> bool:
@@ -90,19 +162,27 @@ def load_with(build: Callable[[str, dict[str, Any]], Any], source: str, *, devic
     if token:
         args["token"] = token
     label = f"{source} for {tool} on {device}"
+
+    def built(location: str) -> Any:
+        value = build(location, args)
+        error = meta_error(value, f"model {source!r} for {tool}", setting)
+        if error:
+            raise ToolExecutionError(error)
+        return value
+
     try:
         folder = local if is_dir else _cached_snapshot(source, token)
         if folder is not None:
             try:
                 with progress.loading(label):
-                    return build(folder, args)
+                    return built(folder)
             except OSError:
                 if is_dir or is_offline():
                     raise  # otherwise a partial cache: let the hub complete it below
         elif is_offline():
             raise OSError(f"{source} is not in the Hugging Face cache")
         log.info("%s is not in the Hugging Face cache: downloading it (progress on stderr)", source)
-        return build(source, args)
+        return built(source)
     except ImportError as exc:
         raise UserError(f"loading {source!r} for {tool} needs a package that is not installed: "
                         f"{_first_line(exc)} (or set {setting} to another model)") from exc

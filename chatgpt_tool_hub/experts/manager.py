@@ -14,9 +14,21 @@ the manager drops its reference, runs ``gc.collect()`` and empties the CUDA
 cache, so the memory really returns once no call is still using the model
 (``reclaim()`` runs the same clean-up when such a call ends: see ``ExpertTool``).
 
+Loads are serialised per process: one process-wide lock (``load_lock()``),
+shared by every manager, so two loads never run at the same moment, in any
+app. transformers and diffusers change process-wide state while they build a
+model (the default dtype, patched ``tie_weights`` and init functions, weights
+created on the ``meta`` device and filled in afterwards); two loads at once
+undo each other's patches and leave weights on ``meta``. The per-key lock
+comes first, so threads that ask for the same cold model wait on that model
+(one load) and not on the others. A loaded model is checked before it is
+cached: one that still holds tensors on the ``meta`` device raises a
+``ToolExecutionError`` and is not kept (``meta_tensors``); a loader that
+raised caches nothing; the next call tries again.
+
 Under a budget, room is made *before* a load, for the size the model had when
 it was last loaded or, the first time, for ``expected_mb`` (the expert tools
-pass the size of the checkpoint files), and loads run one at a time, so two
+pass the size of the checkpoint files); as loads run one at a time, two
 cold models never sit in memory together when only one fits.
 
 ``call_lock(key)`` is one lock per key for the life of the manager: calls on a
@@ -33,15 +45,66 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any, Callable, Hashable, Iterator, Mapping
 
 from ..config import coerce_as, get_typed
-from ..errors import ConfigError
+from ..errors import ConfigError, ToolExecutionError
 
-__all__ = ["ModelManager", "default_manager", "model_bytes", "manager_for", "configured_budget"]
+__all__ = ["ModelManager", "default_manager", "model_bytes", "manager_for", "configured_budget", "load_lock",
+           "torch_modules", "meta_tensors", "meta_error"]
 
 log = logging.getLogger("chatgpt_tool_hub.experts")
 _MB = 1024 * 1024
+
+
+class _ProcessLoadLock:
+    """A re-entrant lock that knows whether the current thread holds it (for loads inside a load)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self.loading = "another model"  # what is loading now (for the log)
+
+    def held(self) -> bool:
+        """Whether this thread holds the lock."""
+        return getattr(self._local, "depth", 0) > 0
+
+    @contextlib.contextmanager
+    def hold(self, label: str) -> Iterator[None]:
+        """Hold the lock to load ``label``; says in the log when it waits for another model's load."""
+        if not self._lock.acquire(blocking=False):
+            log.info("%s waits for %s to finish loading (one load at a time per process)", label, self.loading)
+            self._lock.acquire()
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        outer, self.loading = self.loading, label
+        try:
+            yield
+        finally:
+            self.loading = outer
+            self._local.depth -= 1
+            self._lock.release()
+
+    def __enter__(self) -> "_ProcessLoadLock":
+        self._lock.acquire()
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._local.depth -= 1
+        self._lock.release()
+
+
+_LOAD_LOCK = _ProcessLoadLock()
+
+
+def load_lock() -> _ProcessLoadLock:
+    """The process-wide lock every manager's loads run under (``with load_lock(): ...``).
+
+    For code outside a manager that builds a transformers/diffusers model in a
+    thread (an embedding model, a local LLM): under this lock its load never
+    overlaps an expert tool's.
+    """
+    return _LOAD_LOCK
 
 
 @dataclass
@@ -63,11 +126,10 @@ class ModelManager:
         self._models: OrderedDict[Hashable, _Entry] = OrderedDict()  # least recently used first
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self._call_locks: dict[Hashable, threading.Lock] = {}  # per key, kept after eviction
-        self._load_gate = threading.Lock()  # under a budget, one load at a time
         self._known_sizes: dict[Hashable, int] = {}  # sizes of models seen before, to evict ahead of a reload
         self.memory_budget_mb = float(memory_budget_mb or 0)
         self._loads = self._hits = self._evictions = self._failures = 0
-        self._load_seconds = 0.0
+        self._load_seconds = self._wait_seconds = 0.0
 
     # ---- the main call -------------------------------------------------------------
 
@@ -77,7 +139,9 @@ class ModelManager:
 
         ``size_mb`` overrides the measured size (parameters + buffers bytes).
         ``expected_mb`` is an estimate of the size before a first load, used to
-        make room under the budget ahead of it. A loader that raises caches
+        make room under the budget ahead of it. The load runs under the
+        process-wide ``load_lock()``. A loader that raises, or returns a model
+        with tensors on the ``meta`` device (a ``ToolExecutionError``), caches
         nothing; the next call tries again.
         """
         with self._lock:
@@ -85,14 +149,20 @@ class ModelManager:
             if entry is not None:
                 return entry.value
             key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:
+        # a load inside a load (this thread holds the process lock) skips the key lock: the thread that may
+        # hold it waits for the process lock, and finds the model cached once it gets it
+        with contextlib.nullcontext() if _LOAD_LOCK.held() else key_lock:
             with self._lock:
                 entry = self._touch(key)
                 if entry is not None:
                     return entry.value
-            gate = self._load_gate if self.memory_budget_mb > 0 else contextlib.nullcontext()
-            with gate:
+            waited = time.perf_counter()
+            with _LOAD_LOCK.hold(_describe(key)):
                 with self._lock:
+                    self._wait_seconds += time.perf_counter() - waited
+                    entry = self._touch(key)  # loaded meanwhile by a load inside another load
+                    if entry is not None:
+                        return entry.value
                     incoming = self._known_sizes.get(key) or int((expected_mb or 0) * _MB)
                     evicted = self._make_room(key, incoming)
                 self._release(evicted)
@@ -165,6 +235,7 @@ class ModelManager:
                 "resident_mb": round(resident / _MB, 3),
                 "budget_mb": self.memory_budget_mb,
                 "load_seconds": round(self._load_seconds, 3),
+                "load_wait_seconds": round(self._wait_seconds, 3),  # waiting for other loads (the process lock)
                 "models": [_describe(k) for k in self._models],
             }
 
@@ -188,6 +259,10 @@ class ModelManager:
         started = time.perf_counter()
         try:
             value = loader()
+            error = meta_error(value, label)
+            if error:
+                del value
+                raise ToolExecutionError(error)
         except BaseException:
             with self._lock:
                 self._failures += 1
@@ -229,31 +304,97 @@ class ModelManager:
         self.reclaim("cuda" if cuda else None)
 
 
-def model_bytes(obj: Any) -> int:
-    """Bytes of parameters + buffers of the torch modules in ``obj`` (a pipeline, a model...).
+def _is_module(obj: Any) -> bool:
+    return callable(getattr(obj, "parameters", None)) and callable(getattr(obj, "buffers", None))
 
-    Looks at ``obj`` itself, ``obj.model`` and diffusers-style ``obj.components``;
-    0 when nothing measurable is found (the model then never triggers eviction).
+
+def torch_modules(obj: Any) -> list[Any]:
+    """The torch modules a loaded model is made of, each once.
+
+    ``obj`` itself when it is a module; the items of a tuple/list/dict of them
+    (a model with its processor); a pipeline's ``.model`` and the modules among
+    its attributes (a vocoder); a diffusers pipeline's ``.components``.
     """
-    modules = []
-    for candidate in (obj, getattr(obj, "model", None)):
-        if hasattr(candidate, "parameters") and hasattr(candidate, "buffers"):
-            modules.append(candidate)
-    components = getattr(obj, "components", None)
-    if isinstance(components, dict):
-        modules.extend(c for c in components.values() if hasattr(c, "parameters") and hasattr(c, "buffers"))
+    found: dict[int, Any] = {}
+
+    def visit(item: Any, depth: int) -> None:
+        if item is None or depth > 3 or isinstance(item, (str, bytes, int, float)):
+            return
+        if _is_module(item):
+            found.setdefault(id(item), item)
+        elif isinstance(item, (list, tuple)):
+            for part in item:
+                visit(part, depth + 1)
+        elif isinstance(item, dict):
+            for part in item.values():
+                visit(part, depth + 1)
+        elif depth == 0:  # a pipeline or a holder of modules
+            for name in ("model", "components"):
+                try:
+                    visit(getattr(item, name, None), depth + 1)
+                except Exception:  # a property that fails: nothing to measure there
+                    continue
+            for part in getattr(item, "__dict__", {}).values():
+                if _is_module(part):
+                    found.setdefault(id(part), part)
+
+    visit(obj, 0)
+    return list(found.values())
+
+
+def _tensors(module: Any) -> list[tuple[str, Any]]:
+    try:
+        return [*module.named_parameters(), *module.named_buffers()]
+    except Exception:  # not a torch module after all
+        try:
+            return [("", t) for t in (*module.parameters(), *module.buffers())]
+        except Exception:
+            return []
+
+
+def model_bytes(obj: Any) -> int:
+    """Bytes of parameters + buffers of the torch modules in ``obj`` (a pipeline, a model...), see
+    :func:`torch_modules`; shared tensors count once; 0 when nothing measurable is found (the model then
+    never triggers eviction)."""
     seen: set[int] = set()
     total = 0
-    for module in modules:
-        try:
-            tensors = [*module.parameters(), *module.buffers()]
-        except Exception:  # not a torch module after all
-            continue
-        for tensor in tensors:
+    for module in torch_modules(obj):
+        for _, tensor in _tensors(module):
             if id(tensor) not in seen:
                 seen.add(id(tensor))
                 total += tensor.numel() * tensor.element_size()
     return total
+
+
+def meta_tensors(obj: Any) -> list[str]:
+    """Names of the parameters and buffers of ``obj``'s modules that are on the ``meta`` device.
+
+    A model with any is not usable: its weights never arrived (a checkpoint
+    without them, or a load disturbed by another thread's load).
+    """
+    names = []
+    for module in torch_modules(obj):
+        prefix = type(module).__name__
+        for name, tensor in _tensors(module):
+            if getattr(tensor, "is_meta", False):
+                names.append(f"{prefix}.{name}" if name else prefix)
+    return names
+
+
+def meta_error(model: Any, what: str, setting: str | None = None) -> str | None:
+    """Why ``model`` must not be used (tensors left on the ``meta`` device), or None when it is whole.
+
+    ``what`` names the model (``model 'x' for image-captioning``); ``setting``
+    the setting to change when the checkpoint itself lacks the weights.
+    """
+    names = meta_tensors(model)
+    if not names:
+        return None
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    fix = (f"set {setting} to a complete folder made by save_pretrained" if setting
+           else "check that the checkpoint holds every weight")
+    return (f"could not load {what}: {len(names)} weight(s) stayed on the meta device ({shown}), so the model "
+            f"was not kept; the next call loads it again, and if that fails too, {fix}")
 
 
 def _describe(key: Hashable) -> str:

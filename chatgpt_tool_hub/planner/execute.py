@@ -5,6 +5,12 @@ cancelled) happens under one lock in the thread that caused it, and starts
 whatever became ready right there. Events go into a queue that the caller's
 thread reads (``DagRun.events()`` blocks on it, it never sleeps in a loop).
 
+Ready tasks wait in a priority queue: when more tasks are ready than workers
+are free, the one with the longest remaining path starts first (critical-path
+priority: the sum of expected durations along the longest chain of tasks that
+wait on it, itself included; without duration estimates every task counts 1;
+ties by id). ``order="fifo"`` starts them in the order they became ready.
+
 Tasks run on an elastic pool of daemon threads (``workers.DaemonPool``), at
 most ``max_workers`` at a time. One watchdog thread per run (only when there
 is a timeout) sleeps on the lock's condition until the nearest deadline. A
@@ -15,13 +21,14 @@ block the answer, and cannot keep the interpreter from exiting.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import queue
 import threading
 import time
-from collections import deque
 from dataclasses import replace
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..config import SETTINGS
 from ..engine.dispatch import clean_observation, dispatch, drive
@@ -35,20 +42,66 @@ from .plan import Task
 from .results import Assignment, TaskResult
 from .workers import DaemonPool
 
-__all__ = ["DagRun"]
+__all__ = ["DagRun", "remaining_paths", "ORDERS"]
 
 log = logging.getLogger("chatgpt_tool_hub.planner")
 _DONE = object()
+ORDERS = ("critical-path", "fifo")
+# expected seconds per task: a mapping by task id, or a function of the task (None: no estimate)
+Durations = Mapping[int, float] | Callable[[Task], float | None]
+
+
+def remaining_paths(tasks: Sequence[Task], durations: Durations | None = None) -> dict[int, float]:
+    """For each task, the length of the longest chain that starts with it and runs through its dependents.
+
+    A chain's length is the sum of its tasks' expected durations. Tasks
+    without an estimate count as the mean of the known ones; with no estimate
+    at all, every task counts 1 (the chain's number of tasks).
+    """
+    by_id = {t.id: t for t in tasks}
+    estimates: dict[int, float] = {}
+    for t in tasks:
+        value = durations(t) if callable(durations) else (durations or {}).get(t.id)
+        if value is not None and float(value) >= 0:
+            estimates[t.id] = float(value)
+    fallback = sum(estimates.values()) / len(estimates) if estimates else 1.0
+    children: dict[int, list[int]] = {i: [] for i in by_id}
+    unmet_children = {i: 0 for i in by_id}
+    for t in tasks:
+        for dep in t.dep:
+            children[dep].append(t.id)
+            unmet_children[dep] += 1
+    # from the sinks back up (Kahn's algorithm on the reversed graph): no recursion, any depth
+    todo = [i for i, n in unmet_children.items() if n == 0]
+    path: dict[int, float] = {}
+    while todo:
+        task_id = todo.pop()
+        path[task_id] = estimates.get(task_id, fallback) + max((path[c] for c in children[task_id]), default=0.0)
+        for dep in by_id[task_id].dep:
+            unmet_children[dep] -= 1
+            if unmet_children[dep] == 0:
+                todo.append(dep)
+    for task_id in by_id:  # a cycle (never in a validated plan): those tasks get their own duration
+        path.setdefault(task_id, estimates.get(task_id, fallback))
+    return path
 
 
 class DagRun:
-    """One execution of a validated plan. ``start()``, then read ``events()`` until it ends."""
+    """One execution of a validated plan. ``start()``, then read ``events()`` until it ends.
+
+    ``durations``: expected seconds per task (a mapping by id or a function of
+    the task), for the critical-path order; ``order``: ``"critical-path"`` (the
+    default) or ``"fifo"``. ``launched`` lists task ids in the order they started.
+    """
 
     def __init__(self, tasks: Sequence[Task], tools: Mapping[str, Tool], *,
                  assignments: Mapping[int, Assignment] | None = None,
                  max_workers: int = SETTINGS["planner_max_workers"].default,
                  timeout: float | None = None, context: ToolContext | None = None, pool: DaemonPool | None = None,
-                 prompts: PromptSet | None = None):
+                 prompts: PromptSet | None = None, durations: Durations | None = None,
+                 order: str = "critical-path"):
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
         self.tasks = {t.id: t for t in tasks}
         self.tools = dict(tools)
         self.assignments = dict(assignments or {})
@@ -65,7 +118,13 @@ class DagRun:
             for dep in t.dep:
                 self._children[dep].append(t.id)
         self._unmet = {t.id: len(t.dep) for t in tasks}
-        self._ready: deque[int] = deque(sorted(i for i, n in self._unmet.items() if n == 0))
+        self.order = order
+        self.priorities = remaining_paths(tasks, durations)  # the longest remaining path of each task
+        self._arrival = itertools.count()  # FIFO: the order tasks became ready
+        self._ready: list[tuple[float, int, int]] = []  # a heap of (key, tie, task id)
+        for task_id in sorted(i for i, n in self._unmet.items() if n == 0):
+            self._make_ready(task_id)
+        self.launched: list[int] = []
         self._running: set[int] = set()
         self._deadlines: dict[int, float] = {}
         self._queue: queue.Queue = queue.Queue()
@@ -132,15 +191,24 @@ class DagRun:
 
     # ---- scheduling (always under the lock) ----------------------------------------------
 
+    def _make_ready(self, task_id: int) -> None:
+        """Queue a task whose dependencies are done: longest remaining path first (ties: lower id), or FIFO."""
+        if self.order == "fifo":
+            entry = (float(next(self._arrival)), task_id, task_id)
+        else:
+            entry = (-self.priorities[task_id], task_id, task_id)
+        heapq.heappush(self._ready, entry)
+
     def _launch_ready(self) -> None:
         while self._ready and len(self._running) < self.max_workers:
-            task_id = self._ready.popleft()
+            task_id = heapq.heappop(self._ready)[2]
             result = self.results[task_id]
             if result.done:
                 continue
             result.status = "running"
             result.started = self._now()
             self._running.add(task_id)
+            self.launched.append(task_id)
             if self.timeout is not None:
                 self._deadlines[task_id] = result.started + self.timeout
                 self._wake.notify()
@@ -177,7 +245,7 @@ class DagRun:
             for child in self._children[task_id]:
                 self._unmet[child] -= 1
                 if self._unmet[child] == 0 and not self.results[child].done:
-                    self._ready.append(child)
+                    self._make_ready(child)
         else:
             self._skip_dependents(task_id)
         self._launch_ready()

@@ -214,3 +214,192 @@ def test_expected_size_makes_room_before_the_first_load():
 
     manager.get("B", load_b, expected_mb=LINEAR_MB)
     assert seen == [False]  # A was evicted before B's load began
+
+
+# ---- loads are serialised per process -----------------------------------------------------------
+
+
+class Overlap:
+    """Loaders that record how many loads run at once; each waits a little for another to join it."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.inside = 0
+        self.peak = 0
+        self.joined = threading.Event()
+
+    def loader(self, make=linear):
+        def load():
+            with self.lock:
+                self.inside += 1
+                self.peak = max(self.peak, self.inside)
+                if self.inside > 1:
+                    self.joined.set()
+            self.joined.wait(0.3)  # without the process lock, the other load joins inside this window
+            with self.lock:
+                self.inside -= 1
+            return make()
+        return load
+
+
+def run_threads(*targets):
+    threads = [threading.Thread(target=t) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), "a load is stuck (deadlock)"
+
+
+@pytest.mark.parametrize("budget", [0, 100])
+def test_loads_of_different_models_never_overlap_in_one_manager(budget, caplog):
+    manager = ModelManager(memory_budget_mb=budget)
+    overlap = Overlap()
+    barrier = threading.Barrier(4)
+
+    def worker(name):
+        return lambda: (barrier.wait(), manager.get(name, overlap.loader()))
+
+    with caplog.at_level("INFO", logger="chatgpt_tool_hub.experts"):
+        run_threads(*(worker(n) for n in "ABCD"))
+    assert overlap.peak == 1
+    assert manager.stats()["loads"] == 4
+    # the log says why a load waited (the others reached the lock while the first one loaded)
+    assert "waits for" in caplog.text and "to finish loading (one load at a time per process)" in caplog.text
+
+
+def test_loads_never_overlap_across_managers():
+    """Every app has its own manager; transformers' loads patch process-wide state, so the lock is the
+    process's, shared by all managers (and the default one)."""
+    managers = [ModelManager(), ModelManager(memory_budget_mb=50), default_manager()]
+    overlap = Overlap()
+    barrier = threading.Barrier(len(managers))
+    key = ("cross-manager", id(overlap))
+
+    def worker(manager):
+        return lambda: (barrier.wait(), manager.get(key, overlap.loader()))
+
+    try:
+        run_threads(*(worker(m) for m in managers))
+    finally:
+        default_manager().evict(key)
+    assert overlap.peak == 1
+    assert [m.stats()["loads"] >= 1 for m in managers] == [True] * 3
+
+
+def test_eight_threads_two_models_one_load_each():
+    manager = ModelManager()
+    calls = {"A": 0, "B": 0}
+    barrier = threading.Barrier(8)
+
+    def loader(name):
+        def load():
+            calls[name] += 1
+            time.sleep(0.05)
+            return linear()
+        return load
+
+    results = {"A": set(), "B": set()}
+
+    def worker(name):
+        def run():
+            barrier.wait()
+            results[name].add(id(manager.get(name, loader(name))))
+        return run
+
+    run_threads(*(worker("AB"[i % 2]) for i in range(8)))
+    assert calls == {"A": 1, "B": 1}
+    assert all(len(ids) == 1 for ids in results.values())
+
+
+def test_a_load_inside_a_load_does_not_deadlock():
+    """A loader that loads a part through the manager (a mask model for an inpainting tool, say) while
+    another thread waits for that part: the inner load runs at once, the waiting thread finds it cached."""
+    manager = ModelManager()
+    other_waits = threading.Event()
+    part_loads = []
+
+    def load_part():
+        part_loads.append(1)
+        return linear()
+
+    def load_outer():
+        other_waits.set()
+        # wait until the other thread holds the part's key lock (it then waits for the process lock)
+        for _ in range(200):
+            lock = manager._key_locks.get("part")
+            if lock is not None and lock.locked():
+                break
+            time.sleep(0.01)
+        return (manager.get("part", load_part), linear())
+
+    def other():
+        other_waits.wait(10)
+        manager.get("part", load_part)
+
+    run_threads(lambda: manager.get("outer", load_outer), other)
+    assert part_loads == [1]
+    assert manager.is_loaded("outer") and manager.is_loaded("part")
+
+
+# ---- models with meta tensors are never cached ------------------------------------------------
+
+
+def meta_linear():
+    return torch.nn.Linear(4, 4, device="meta")
+
+
+class PipelineLike:
+    """What a transformers pipeline looks like to the manager: a ``.model`` and other attributes."""
+
+    def __init__(self, model, vocoder=None):
+        self.model = model
+        self.tokenizer = "a tokenizer"
+        if vocoder is not None:
+            self.vocoder = vocoder
+
+
+class DiffusersLike:
+    def __init__(self, **components):
+        self.components = components
+
+
+@pytest.mark.parametrize("make", [
+    meta_linear,
+    lambda: PipelineLike(meta_linear()),
+    lambda: PipelineLike(linear(), vocoder=meta_linear()),
+    lambda: DiffusersLike(unet=linear(), vae=meta_linear(), scheduler=object()),
+    lambda: (linear(), meta_linear()),
+    lambda: {"model": linear(), "head": meta_linear()},
+], ids=["module", "pipeline", "pipeline-vocoder", "diffusers", "tuple", "dict"])
+def test_a_model_with_meta_tensors_is_not_cached(make):
+    from chatgpt_tool_hub.errors import ToolExecutionError
+
+    manager = ModelManager()
+    attempts = []
+
+    def loader():
+        attempts.append(1)
+        return make() if len(attempts) == 1 else linear()
+
+    with pytest.raises(ToolExecutionError, match=r"stayed on the meta device .*was not kept; the next call "
+                                                 r"loads it again"):
+        manager.get(("m", "task", "cpu", "float32"), loader)
+    assert not manager.is_loaded(("m", "task", "cpu", "float32"))
+    assert manager.get(("m", "task", "cpu", "float32"), loader) is not None  # the next call loads again
+    stats = manager.stats()
+    assert (stats["failures"], stats["loads"], len(attempts)) == (1, 1, 2)
+
+
+def test_meta_tensors_are_named():
+    from chatgpt_tool_hub.experts.manager import meta_tensors
+
+    assert meta_tensors(PipelineLike(linear())) == []
+    assert meta_tensors(PipelineLike(meta_linear())) == ["Linear.weight", "Linear.bias"]
+    assert meta_tensors(object()) == [] and meta_tensors(None) == []
+
+
+def test_model_bytes_counts_tuples_and_pipeline_attributes_once():
+    shared = linear()
+    assert model_bytes((shared, {"again": shared})) == LINEAR_BYTES
+    assert model_bytes(PipelineLike(shared, vocoder=linear())) == 2 * LINEAR_BYTES
