@@ -20,7 +20,7 @@ LAYERS = [
     ("engine", 2),
     ("llm", 1), ("tools/base", 1), ("tools/context", 1), ("tools/schema", 1), ("tools/signature", 1), ("tools/registry", 1), ("tools/tool_register", 1), ("tools/all_tool_list", 1), ("tools/__init__", 1),
     ("testing", 1),
-    ("errors", 0), ("config", 0), ("events", 0), ("textutil", 0), ("jsontext", 0), ("redact", 0), ("__init__", 0),
+    ("errors", 0), ("config", 0), ("events", 0), ("textutil", 0), ("jsontext", 0), ("redact", 0), ("loadlock", 0), ("__init__", 0),
 ]
 
 

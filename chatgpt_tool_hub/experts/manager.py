@@ -45,10 +45,11 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterator, Mapping
+from typing import Any, Callable, Hashable, Mapping
 
 from ..config import coerce_as, get_typed
 from ..errors import ConfigError, ToolExecutionError
+from ..loadlock import PROCESS_LOAD_LOCK, ProcessLoadLock
 
 __all__ = ["ModelManager", "default_manager", "model_bytes", "manager_for", "configured_budget", "load_lock",
            "torch_modules", "meta_tensors", "meta_error"]
@@ -57,47 +58,10 @@ log = logging.getLogger("chatgpt_tool_hub.experts")
 _MB = 1024 * 1024
 
 
-class _ProcessLoadLock:
-    """A re-entrant lock that knows whether the current thread holds it (for loads inside a load)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._local = threading.local()
-        self.loading = "another model"  # what is loading now (for the log)
-
-    def held(self) -> bool:
-        """Whether this thread holds the lock."""
-        return getattr(self._local, "depth", 0) > 0
-
-    @contextlib.contextmanager
-    def hold(self, label: str) -> Iterator[None]:
-        """Hold the lock to load ``label``; says in the log when it waits for another model's load."""
-        if not self._lock.acquire(blocking=False):
-            log.info("%s waits for %s to finish loading (one load at a time per process)", label, self.loading)
-            self._lock.acquire()
-        self._local.depth = getattr(self._local, "depth", 0) + 1
-        outer, self.loading = self.loading, label
-        try:
-            yield
-        finally:
-            self.loading = outer
-            self._local.depth -= 1
-            self._lock.release()
-
-    def __enter__(self) -> "_ProcessLoadLock":
-        self._lock.acquire()
-        self._local.depth = getattr(self._local, "depth", 0) + 1
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._local.depth -= 1
-        self._lock.release()
+_LOAD_LOCK = PROCESS_LOAD_LOCK
 
 
-_LOAD_LOCK = _ProcessLoadLock()
-
-
-def load_lock() -> _ProcessLoadLock:
+def load_lock() -> ProcessLoadLock:
     """The process-wide lock every manager's loads run under (``with load_lock(): ...``).
 
     For code outside a manager that builds a transformers/diffusers model in a

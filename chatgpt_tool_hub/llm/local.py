@@ -13,6 +13,7 @@ import threading
 from typing import Any, Iterator, Sequence
 
 from ..errors import LLMError, UserError
+from ..loadlock import PROCESS_LOAD_LOCK
 from .base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
 from .stops import StopCutter, cut_at_stop
 
@@ -134,10 +135,11 @@ class LocalLLM(BaseLLM):
         model_kwargs: dict[str, Any] = {"dtype" if major >= 5 else "torch_dtype": dtype}
 
         def load(local_only: bool) -> tuple[Any, Any]:
-            tok = transformers.AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-            mdl = transformers.AutoModelForCausalLM.from_pretrained(
-                source, local_files_only=local_only, **model_kwargs
-            )
+            with PROCESS_LOAD_LOCK.hold(f"the local LLM {self.source}"):  # never beside another model's load
+                tok = transformers.AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+                mdl = transformers.AutoModelForCausalLM.from_pretrained(
+                    source, local_files_only=local_only, **model_kwargs
+                )
             return tok, mdl
 
         try:

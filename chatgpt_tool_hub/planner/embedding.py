@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import ConfigError
+from ..loadlock import PROCESS_LOAD_LOCK
 
 __all__ = ["EMBEDDING_PACKAGE", "INSTALL_HINT", "embedding_model_path", "Embedder"]
 
@@ -57,8 +58,9 @@ class Embedder:
             if key not in _LOADED:
                 from transformers import AutoModel, AutoTokenizer
 
-                tokenizer = AutoTokenizer.from_pretrained(key)
-                model = AutoModel.from_pretrained(key)
+                with PROCESS_LOAD_LOCK.hold(f"the planner's embedding model {self.path.name}"):
+                    tokenizer = AutoTokenizer.from_pretrained(key)
+                    model = AutoModel.from_pretrained(key)
                 model.eval()
                 _LOADED[key] = (tokenizer, model)
             return _LOADED[key]
