@@ -37,6 +37,7 @@ naming both settings. diffusers is imported on first load only.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -47,12 +48,16 @@ from .devices import tool_key
 from .remote import RemoteBlob, RemoteEndpoint
 
 __all__ = ["DIFFUSION_HINT", "DEFAULT_BASE", "BASE_SETTING", "BASE_TASK", "import_diffusers", "DiffusionTool",
-           "ImagePromptTool", "build_pipeline", "load_diffusers", "images_of"]
+           "ImagePromptTool", "build_pipeline", "load_diffusers", "images_of", "LOAD_LOCK"]
 
 DIFFUSION_HINT = 'pip install "chatgpt-tool-hub[diffusion]"'
 DEFAULT_BASE = "stable-diffusion-v1-5/stable-diffusion-v1-5"
 BASE_SETTING = "diffusion_base_model"
 BASE_TASK = "diffusion-base"  # the task part of a base's manager key
+# one diffusion model is built at a time: with accelerate installed, from_pretrained builds models inside
+# accelerate's init_empty_weights, which patches torch.nn.Module process-wide, so two loads in two threads
+# (a base and a ControlNet, say) would put each other's parameters on the meta device
+LOAD_LOCK = threading.Lock()
 
 
 def import_diffusers(tool: str = "this tool") -> Any:
@@ -75,7 +80,7 @@ def load_diffusers(tool: ExpertTool, source: str, setting: str, make: Callable[[
     diffusers = import_diffusers(tool.name)
 
     def build(location: str, args: dict[str, Any]) -> Any:
-        with warnings.catch_warnings():  # newer diffusers renamed torch_dtype to dtype
+        with LOAD_LOCK, warnings.catch_warnings():  # newer diffusers renamed torch_dtype to dtype
             warnings.simplefilter("ignore", FutureWarning)
             made = make(diffusers, location, args["dtype"])
         made = made.to(device)
@@ -327,9 +332,7 @@ class ImagePromptTool(DiffusionTool):
         return {**inputs, "text": text}
 
     def call_remote(self, endpoint: RemoteEndpoint, *, image: str, text: str) -> Any:
-        parameters = {k: v for k, v in self.sampling().items()}
-        parameters["prompt"] = text
-        return endpoint.post_json(image_base64(image), parameters)
+        return endpoint.post_json(image_base64(image), {"prompt": text, **self.sampling()})
 
     def describe(self, name: str, image: Any, source: str, text: str) -> str:  # pragma: no cover - abstract
         raise NotImplementedError

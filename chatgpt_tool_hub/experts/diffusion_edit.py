@@ -26,7 +26,7 @@ from ..errors import ToolInputError
 from ..tools.base import ToolResult
 from .base import open_image
 from .devices import tool_key
-from .diffusion_base import DiffusionTool, ImagePromptTool, build_pipeline, import_diffusers, load_diffusers
+from .diffusion_base import LOAD_LOCK, DiffusionTool, ImagePromptTool, build_pipeline, import_diffusers, load_diffusers
 
 __all__ = ["EditImageTool", "RemoveObjectTool", "ReplaceObjectTool", "ObjectMask"]
 
@@ -48,8 +48,8 @@ class _OwnUnetMixin:
     def _check_unet(self, unet: Any) -> None:
         channels = unet.config.in_channels
         if self.unet_channels and channels not in self.unet_channels:
-            raise ValueError(f"its UNet takes {channels} input channels, not {' or '.join(map(str, self.unet_channels))}"
-                             f" as {self.task} models do")
+            wanted = " or ".join(map(str, self.unet_channels))
+            raise ValueError(f"its UNet takes {channels} input channels, not {wanted} as {self.task} models do")
 
     def _load(self, device: str, dtype: str, pipeline_class: str) -> Any:
         setting = f"{tool_key(self.name)}_model"
@@ -195,8 +195,9 @@ class _ObjectInpaintTool(_OwnUnetMixin, DiffusionTool):
 
         def build(location: str, args: dict[str, Any]) -> ObjectMask:
             token = {"token": args["token"]} if "token" in args else {}
-            processor = transformers.CLIPSegProcessor.from_pretrained(location, **token)
-            model = transformers.CLIPSegForImageSegmentation.from_pretrained(location, dtype=args["dtype"], **token)
+            with LOAD_LOCK:  # see diffusion_base.LOAD_LOCK
+                processor = transformers.CLIPSegProcessor.from_pretrained(location, **token)
+                model = transformers.CLIPSegForImageSegmentation.from_pretrained(location, dtype=args["dtype"], **token)
             return ObjectMask(model.to(device).eval(), processor, device)
 
         def load() -> ObjectMask:
@@ -205,7 +206,12 @@ class _ObjectInpaintTool(_OwnUnetMixin, DiffusionTool):
                              setting=f"{tool_key(self.name)}_mask_model", device_setting=device_setting,
                              token=self.hf_token, task="image-segmentation")
 
-        return self.manager.get(self.mask_key, load, device=device)
+        expected = None
+        if self.manager.memory_budget_mb > 0 and not self.manager.is_loaded(self.mask_key):
+            from .loading import checkpoint_mb
+
+            expected = checkpoint_mb(source, self.hf_token, dtype)
+        return self.manager.get(self.mask_key, load, device=device, expected_mb=expected)
 
     def mask(self, picture: Any, text: str) -> tuple[Any, float]:
         """``(mask, share of the image)``: a PIL "L" mask at the picture's size, 255 where ``text`` is."""
@@ -276,10 +282,10 @@ class RemoveObjectTool(_ObjectInpaintTool):
     }
     example_input_text = '{"image": "image/1a2b3c4d.png", "object": "the dog"}'
 
-    def generate(self, pipe: Any, *, image: str, object: str) -> Any:  # noqa: A002 - the parameter's name
+    def generate(self, pipe: Any, *, image: str, object: str) -> Any:
         return self.inpaint(pipe, image, object, "background", negative=object)
 
-    def render(self, result: Any, *, image: str, object: str) -> str:  # noqa: A002
+    def render(self, result: Any, *, image: str, object: str) -> str:
         return self.render_edit(result, image, object, f"Removed {object} from {self.rel(image)}")
 
 
@@ -306,9 +312,9 @@ class ReplaceObjectTool(_ObjectInpaintTool):
     }
     example_input_text = '{"image": "image/1a2b3c4d.png", "object": "the dog", "replacement": "a white cat"}'
 
-    def generate(self, pipe: Any, *, image: str, object: str, replacement: str) -> Any:  # noqa: A002
+    def generate(self, pipe: Any, *, image: str, object: str, replacement: str) -> Any:
         return self.inpaint(pipe, image, object, replacement)
 
-    def render(self, result: Any, *, image: str, object: str, replacement: str) -> str:  # noqa: A002
+    def render(self, result: Any, *, image: str, object: str, replacement: str) -> str:
         return self.render_edit(result, image, object, f"Replaced {object} in {self.rel(image)} with {replacement}")
 

@@ -22,10 +22,10 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError, ToolInputError
 from ..tools.base import ToolResult
-from .diffusion_base import (DEFAULT_BASE, DIFFUSION_HINT, DiffusionTool, ImagePromptTool, images_of, import_diffusers,
-                             load_diffusers)
 from .base import open_image
 from .devices import tool_key
+from .diffusion_base import (DEFAULT_BASE, DIFFUSION_HINT, DiffusionTool, ImagePromptTool, images_of, import_diffusers,
+                             load_diffusers)
 from .remote import RemoteBlob, RemoteEndpoint
 
 __all__ = ["TextToImageTool", "ImageToImageTool", "TextToVideoTool", "import_diffusers", "DIFFUSION_HINT"]

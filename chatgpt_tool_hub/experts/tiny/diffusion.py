@@ -183,7 +183,7 @@ def build_diffusion_suite(folder: str | Path, tools: Any = None) -> dict[str, st
     """
     root = folder_of(folder)
     wanted = set(tools) if tools is not None else None
-    need = (lambda name: wanted is None or name in wanted)  # noqa: E731 - a local predicate
+    need = (lambda name: wanted is None or name in wanted)
     settings = {"diffusion_base_model": build_stable_diffusion(root / "base")}
     if need("edit-image"):
         settings["edit_image_model"] = build_pix2pix(root / "pix2pix")
