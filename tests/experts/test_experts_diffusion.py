@@ -124,7 +124,6 @@ def test_building_every_diffusion_tool_imports_nothing_heavy(tmp_path):
 # ---- ControlNet tools -------------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", CONTROLNET_TOOLS)
 def test_controlnet_tool_draws_from_a_condition_image(name, suite, workspace):
     condition = edge_map(workspace)
@@ -240,6 +239,7 @@ def test_mask_grows_by_the_padding(suite):
 # ---- text-to-video --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_text_to_video_writes_a_gif_and_an_mp4(suite, workspace):
     from chatgpt_tool_hub.experts.video_io import video_info
 
