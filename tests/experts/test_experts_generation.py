@@ -79,7 +79,7 @@ def test_remote_image_bytes_and_json(fake_endpoint, workspace):
         assert match and match.group(2, 3) == ("40", "24")
         with Image.open(workspace / match.group(1)) as saved:
             assert saved.format == "PNG"
-    body = json.loads(fake_endpoint.requests[0]["body"])
-    assert body == {"inputs": "a purple square", "parameters": {"num_inference_steps": 1, "guidance_scale": 0.0,
+    body = json.loads(fake_endpoint.requests[0]["body"])  # the default model (SD 1.5): 25 steps, guidance 7.5
+    assert body == {"inputs": "a purple square", "parameters": {"num_inference_steps": 25, "guidance_scale": 7.5,
                                                                 "width": 512, "height": 512}}
     assert tool.run("a purple square") == "The model returned no image."
