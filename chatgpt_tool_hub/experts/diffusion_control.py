@@ -73,11 +73,6 @@ class ControlNetTool(ImagePromptTool):
     def shares_base(self) -> bool:
         return True
 
-    @property
-    def fixed_model(self) -> str | None:
-        """The ControlNet is made for one kind of map: model selection must not swap it for another model."""
-        return super().fixed_model or f"{tool_key(self.name)}_model is a ControlNet for {self.short}s"
-
     def load_model(self, device: str, dtype: str) -> Any:
         def make(diffusers: Any, location: str, torch_dtype: Any) -> Any:
             return diffusers.ControlNetModel.from_pretrained(location, torch_dtype=torch_dtype, token=self.hf_token)

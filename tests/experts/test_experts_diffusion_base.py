@@ -245,7 +245,11 @@ def test_controlnet_tools_keep_their_controlnet(suite):
 
     canny = CannyToImageTool.from_config(diffusion_base_model=suite["diffusion_base_model"])
     assert canny.model == "lllyasviel/control_v11p_sd15_canny"  # the default: no setting chose it
-    assert canny.fixed_model == "canny_to_image_model is a ControlNet for canny edge maps"
+    assert canny.fixed_model is None  # the planner may pick another canny ControlNet from the catalog
+    from chatgpt_tool_hub.planner.catalog import load_catalog
+
+    offered = [m.id for m in load_catalog().candidates(canny, top_k=10)]
+    assert offered and all("canny" in m for m in offered)  # ... and only canny ControlNets are offered
     assert tool_for("canny-to-image", suite).fixed_model == "set by canny_to_image_model"
     assert canny.with_model("./another-controlnet").base_model == suite["diffusion_base_model"]
 
