@@ -14,10 +14,10 @@ import threading
 import weakref
 from dataclasses import replace
 from functools import partial
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from ..config import get_typed, is_secret_key, secret_values, set_only
+from ..config import is_secret_key, secret_values, set_only
 from ..engine.loop import EngineSettings
 from ..errors import ConfigError
 from ..llm.base import LLM
@@ -163,7 +163,7 @@ class AppFactory:
             if not registry.builds_shared_instance(item):
                 owned.append(tool)
             tools.setdefault(tool.name, tool)
-        remote = _remote_tools(config, owned)
+        remote = _remote_tools(config, owned, workspace=context.workspace, taken=tools)
         for tool in remote:
             tools.setdefault(tool.name, tool)
         for tool in tools.values():
@@ -179,10 +179,13 @@ def _as_tool(item: Any) -> Any:
     return item
 
 
-def _remote_tools(config: ResolvedConfig, owned: list[Tool] | None = None) -> list[Tool]:
+def _remote_tools(config: ResolvedConfig, owned: list[Tool] | None = None, *, workspace: Any = None,
+                  taken: Iterable[str] = ()) -> list[Tool]:
     """Tools from ``openapi_plugins`` and ``mcp_servers`` entries (a source string or a dict of options).
 
     ``owned`` (when given) receives every tool as soon as it is built, so a later failure can close it.
+    MCP tools save files into ``workspace`` and get new names (with a warning) where a name of
+    ``taken`` (the app's other tools), an OpenAPI tool or an earlier server's tool is already in use.
     """
     tools: list[Tool] = owned if owned is not None else []
     start = len(tools)
@@ -200,14 +203,11 @@ def _remote_tools(config: ResolvedConfig, owned: list[Tool] | None = None) -> li
                 tools.extend(load_openapi_tools(entry, proxy=config.get("proxy")))
     servers = _entries(config, "mcp_servers")
     if servers:
-        from ..tools.plugins.mcp_tools import MAX_RESULT_CHARS, load_mcp_tools
+        from ..tools.plugins.mcp_tools import load_mcp_servers
 
-        limit = get_typed(config.values, "mcp_max_result_chars", MAX_RESULT_CHARS)
-        for entry in servers:
-            if isinstance(entry, dict) and "server" in entry:
-                tools.extend(load_mcp_tools(**{"max_result_chars": limit, **entry}))
-            else:
-                tools.extend(load_mcp_tools(entry, max_result_chars=limit))
+        names = {name: "the app" for name in taken}
+        names.update((tool.name, "an OpenAPI plugin") for tool in tools[start:])
+        load_mcp_servers(servers, config.values, workspace=workspace, taken=names, into=tools)
     return tools[start:]
 
 

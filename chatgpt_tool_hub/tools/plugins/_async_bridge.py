@@ -114,6 +114,7 @@ class HeldContext:
         self._opener = opener
         self._task: asyncio.Task | None = None
         self._stop: asyncio.Event | None = None
+        self.error: BaseException | None = None  # what ended the serving task after it opened (a dropped transport)
 
     @property
     def alive(self) -> bool:
@@ -126,6 +127,17 @@ class HeldContext:
             return self.bridge.run(self._open(timeout), timeout + 15)
         except BaseException as exc:
             raise unwrap_exception(exc) from None
+
+    def ended(self, wait: float = 0.0) -> BaseException | None:
+        """Wait up to ``wait`` seconds for a failing serving task to end; return the error that ended it
+        (unwrapped), or ``None`` when it still runs or ended cleanly."""
+        task = self._task
+        if task is not None and not task.done() and wait > 0 and self.bridge.alive:
+            try:
+                self.bridge.run(asyncio.wait([task], timeout=wait), wait + 5)
+            except BaseException:  # noqa: BLE001 - only a diagnosis
+                pass
+        return self.error
 
     def close(self, timeout: float = 20) -> None:
         """Unwind the opened resources. Never raises; safe to call twice."""
@@ -161,6 +173,8 @@ class HeldContext:
             inner = unwrap_exception(exc)
             if not ready.done():
                 ready.set_exception(inner if isinstance(inner, Exception) else RuntimeError(str(inner)))
+            else:
+                self.error = inner
 
     async def _aclose(self, timeout: float) -> None:
         task = self._task
