@@ -73,12 +73,17 @@ SETTINGS: dict[str, Setting] = {
         Setting("expert_memory_budget_mb", int, 0, "evict least-recently-used expert models past this (0: no limit)"),
         Setting("expert_half_precision", bool, True, "float16 on GPU where the model allows"),
         Setting("hf_token", str, None, "token for Hugging Face downloads and inference endpoints", secret=True),
+        Setting("diffusion_base_model", str, "stable-diffusion-v1-5/stable-diffusion-v1-5",
+                "the Stable Diffusion base every diffusion tool shares (hub id or folder)"),
         Setting("planner_max_tasks", int, 20, "planner mode: most tasks a plan may hold"),
         Setting("planner_max_workers", int, 4, "planner mode: tasks run in parallel at most"),
         Setting("planner_task_timeout", float, 120.0, "planner mode: seconds per task"),
         Setting("planner_model_selection", str, "llm", "planner mode: llm, downloads or embedding"),
         Setting("planner_top_k", int, 5, "planner mode: candidate models offered to the LLM"),
         Setting("workspace_dir", str, "./workspace", "working directory of transactional tools"),
+        Setting("mcp_max_result_chars", int, 20000, "MCP server tools: longer results keep head and tail"),
+        Setting("mcp_connect_timeout", float, 30.0, "MCP servers: seconds to start, initialize and list a server"),
+        Setting("mcp_call_timeout", float, 60.0, "MCP servers: seconds per tool call, resource read or prompt"),
     )
 }
 

@@ -41,6 +41,7 @@ import threading
 import warnings
 from typing import Any, Callable, ClassVar, Mapping
 
+from ..config import SETTINGS
 from ..errors import ToolExecutionError, ToolInputError, UserError
 from ..tools.base import ToolResult
 from .base import ExpertTool, decode_image, image_base64, open_image
@@ -51,7 +52,7 @@ __all__ = ["DIFFUSION_HINT", "DEFAULT_BASE", "BASE_SETTING", "BASE_TASK", "impor
            "ImagePromptTool", "build_pipeline", "load_diffusers", "images_of", "LOAD_LOCK"]
 
 DIFFUSION_HINT = 'pip install "chatgpt-tool-hub[diffusion]"'
-DEFAULT_BASE = "stable-diffusion-v1-5/stable-diffusion-v1-5"
+DEFAULT_BASE = SETTINGS["diffusion_base_model"].default
 BASE_SETTING = "diffusion_base_model"
 BASE_TASK = "diffusion-base"  # the task part of a base's manager key
 # one diffusion model is built at a time: with accelerate installed, from_pretrained builds models inside

@@ -32,10 +32,24 @@ from ....config import get_typed
 from ....errors import ConfigError, UserError
 from ...base import Tool
 from .._danger import DangerRule
-from .connection import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ConnectFailure, Listing, MCPConnection
+from .connection import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    ConnectFailure,
+    Listing,
+    MCPConnection,
+)
 from .results import MAX_RESULT_CHARS, FileSaver, render_result
 from .spec import ServerSpec, child_environment, parse_server
-from .tools import MCPPromptTool, MCPResourceTool, MCPTool, NameBook, input_schema, read_only, tool_name
+from .tools import (
+    MCPPromptTool,
+    MCPResourceTool,
+    MCPTool,
+    NameBook,
+    input_schema,
+    read_only,
+    tool_name,
+)
 
 __all__ = ["load_mcp_tools", "load_mcp_servers", "MCPTool", "MCPResourceTool", "MCPPromptTool", "MCPConnection",
            "ServerSpec", "NameBook", "parse_server", "render_result", "child_environment", "INSTALL_HINT",

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+from ....config import SETTINGS
 from ....errors import ToolExecutionError
 from .spec import ServerSpec, child_environment
 
@@ -44,8 +45,8 @@ __all__ = ["MCPConnection", "Listing", "ConnectFailure", "DEFAULT_CONNECT_TIMEOU
 
 log = logging.getLogger("chatgpt_tool_hub.tools.mcp")
 
-DEFAULT_CONNECT_TIMEOUT = 30.0  # start, initialize and the lists; the default of mcp_connect_timeout
-DEFAULT_CALL_TIMEOUT = 60.0  # one request; the default of mcp_call_timeout
+DEFAULT_CONNECT_TIMEOUT = SETTINGS["mcp_connect_timeout"].default  # start, initialize and the lists; the default of mcp_connect_timeout
+DEFAULT_CALL_TIMEOUT = SETTINGS["mcp_call_timeout"].default  # one request; the default of mcp_call_timeout
 _CONNECTION_CLOSED = -32000  # JSON-RPC code the SDK uses for a dropped connection
 _SESSION_GONE = re.compile(r"session (?:not found|terminated|expired|unknown|does not exist)|unknown session|"
                            r"could not find session|invalid session", re.I)
@@ -162,7 +163,9 @@ class MCPConnection:
                               httpx_client_factory=functools.partial(self._http_client, generation))
         if spec.url:
             try:
-                from mcp.client.streamable_http import streamable_http_client  # mcp >= 2
+                from mcp.client.streamable_http import (
+                    streamable_http_client,  # mcp >= 2
+                )
             except ImportError:  # mcp 1.x
                 from mcp.client.streamable_http import streamablehttp_client  # type: ignore[attr-defined]
 

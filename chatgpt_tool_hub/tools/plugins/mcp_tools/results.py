@@ -20,12 +20,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ....config import SETTINGS
 from ....errors import ToolExecutionError
 from ....textutil import clip_text, strip_control
 
 __all__ = ["render_result", "render_resource", "render_prompt", "FileSaver", "MAX_RESULT_CHARS", "MAX_SAVED_BYTES"]
 
-MAX_RESULT_CHARS = 20_000  # the default of mcp_max_result_chars
+MAX_RESULT_CHARS = SETTINGS["mcp_max_result_chars"].default  # the default of mcp_max_result_chars
 MAX_SAVED_BYTES = 50 * 1024 * 1024  # a larger block is described, not saved
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/jpg": "jpg", "image/gif": "gif", "image/webp": "webp",
                "image/svg+xml": "svg", "image/bmp": "bmp", "audio/wav": "wav", "audio/x-wav": "wav",

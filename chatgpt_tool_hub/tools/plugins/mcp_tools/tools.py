@@ -21,7 +21,13 @@ from typing import Any, Iterable, Mapping
 from ....textutil import clip_text
 from ...base import Tool
 from .connection import MCPConnection
-from .results import MAX_RESULT_CHARS, FileSaver, render_prompt, render_resource, render_result
+from .results import (
+    MAX_RESULT_CHARS,
+    FileSaver,
+    render_prompt,
+    render_resource,
+    render_result,
+)
 
 __all__ = ["MCPTool", "MCPResourceTool", "MCPPromptTool", "NameBook", "tool_name", "read_only", "input_schema"]
 
