@@ -37,15 +37,16 @@ naming both settings. diffusers is imported on first load only.
 
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any, Callable, ClassVar, Mapping
 
 from ..config import SETTINGS
-from ..errors import ToolExecutionError, ToolInputError, UserError
+from ..errors import ToolExecutionError, ToolInputError
+from ..loadlock import PROCESS_LOAD_LOCK
 from ..tools.base import ToolResult
 from .base import ExpertTool, decode_image, image_base64, open_image
 from .devices import tool_key
+from .loading import import_heavy
 from .remote import RemoteBlob, RemoteEndpoint
 
 __all__ = ["DIFFUSION_HINT", "DEFAULT_BASE", "BASE_SETTING", "BASE_TASK", "import_diffusers", "DiffusionTool",
@@ -58,17 +59,13 @@ BASE_TASK = "diffusion-base"  # the task part of a base's manager key
 # one diffusion model is built at a time: with accelerate installed, from_pretrained builds models inside
 # accelerate's init_empty_weights, which patches torch.nn.Module process-wide, so two loads in two threads
 # (a base and a ControlNet, say) would put each other's parameters on the meta device
-LOAD_LOCK = threading.Lock()
+LOAD_LOCK = PROCESS_LOAD_LOCK  # one model load at a time per process (accelerate and diffusers patch torch)
 
 
 def import_diffusers(tool: str = "this tool") -> Any:
-    """The diffusers module, or a ``UserError`` naming the extra to install."""
-    try:
-        import diffusers
-    except ImportError as exc:
-        raise UserError(f"{tool} needs diffusers, which is not installed ({exc.name or exc}): "
-                        f"{DIFFUSION_HINT}") from exc
-    return diffusers
+    """The diffusers module (imported once, completely, under the process-wide import lock), or a
+    ``UserError`` naming the extra to install."""
+    return import_heavy("diffusers", needed_by=tool)
 
 
 def load_diffusers(tool: ExpertTool, source: str, setting: str, make: Callable[[Any, str, Any], Any], *,

@@ -286,7 +286,7 @@ def test_diffusion_models_are_built_one_at_a_time(suite, monkeypatch):
     original = diffusers.ControlNetModel.from_pretrained
 
     def watched(*args, **kwargs):
-        held.append(diffusion_base.LOAD_LOCK.locked())
+        held.append(diffusion_base.LOAD_LOCK.held())  # this thread holds the process-wide load lock
         return original(*args, **kwargs)
 
     monkeypatch.setattr(diffusers.ControlNetModel, "from_pretrained", watched)
