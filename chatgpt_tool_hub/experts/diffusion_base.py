@@ -37,6 +37,7 @@ naming both settings. diffusers is imported on first load only.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -147,8 +148,12 @@ class DiffusionTool(ExpertTool):
 
     def _set_base(self, base_model: Any) -> None:
         text = str(base_model or "").strip()
-        self.base_model = text or DEFAULT_BASE
         self.base_configured = bool(text)
+        if not text and not self.runs_on_base:  # a model folder that carries its own base (tiny test models)
+            bundled = os.path.join(os.path.expanduser(self.model), "base")
+            if os.path.isfile(os.path.join(bundled, "model_index.json")):
+                text = bundled
+        self.base_model = text or DEFAULT_BASE
         if self.runs_on_base and not self.model_configured:
             self.model = self.base_model
 

@@ -20,13 +20,21 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar, Mapping
 
 from ..errors import ToolInputError
 from ..tools.base import ToolResult
 from .base import open_image
 from .devices import tool_key
-from .diffusion_base import LOAD_LOCK, DiffusionTool, ImagePromptTool, build_pipeline, import_diffusers, load_diffusers
+from .diffusion_base import (
+    LOAD_LOCK,
+    DiffusionTool,
+    ImagePromptTool,
+    build_pipeline,
+    import_diffusers,
+    load_diffusers,
+)
 
 __all__ = ["EditImageTool", "RemoveObjectTool", "ReplaceObjectTool", "ObjectMask"]
 
@@ -185,7 +193,18 @@ class _ObjectInpaintTool(_OwnUnetMixin, DiffusionTool):
 
     @property
     def mask_key(self) -> tuple[str, str, str, str]:
-        return (str(self.options["mask_model"]).strip(), "clipseg", self.device, self.dtype)
+        return (self.mask_source, "clipseg", self.device, self.dtype)
+
+    @property
+    def mask_source(self) -> str:
+        """``<tool>_mask_model``; when it is left at its default and the model folder carries a ``mask/``
+        model (tiny test models), that one."""
+        source = str(self.options["mask_model"]).strip()
+        if source == type(self).options["mask_model"]:
+            bundled = os.path.join(os.path.expanduser(self.model), "mask")
+            if os.path.isfile(os.path.join(bundled, "config.json")):
+                return bundled
+        return source
 
     def load_mask_model(self) -> ObjectMask:
         from .loading import import_backend, load_with

@@ -110,7 +110,7 @@ class ObjectDetectionTool(ExpertTool):
             lines.append(f"... and {len(found) - limit} more")
         annotated = self.save_image(draw_boxes(open_image(image), found), image, "detect")
         lines.append(f"Annotated image: {annotated}")
-        return "\n".join(lines)
+        return ToolResult("\n".join(lines), value=annotated)
 
 
 class ImageClassificationTool(ExpertTool):

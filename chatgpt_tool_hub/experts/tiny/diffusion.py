@@ -113,7 +113,10 @@ def build_controlnet(folder: str | Path) -> str:
 def build_pix2pix(folder: str | Path) -> str:
     """An InstructPix2Pix pipeline folder (a UNet with 8 input channels, Euler-ancestral scheduler):
     edit-image's model (``edit_image_model``)."""
-    from diffusers import EulerAncestralDiscreteScheduler, StableDiffusionInstructPix2PixPipeline
+    from diffusers import (
+        EulerAncestralDiscreteScheduler,
+        StableDiffusionInstructPix2PixPipeline,
+    )
 
     folder = folder_of(folder)
     parts = _parts(folder, in_channels=8)
@@ -136,7 +139,12 @@ def build_clipseg(folder: str | Path) -> str:
     """A CLIPSeg model and processor folder (transformers) that masks 32x32 images by a text: the mask model
     of remove-object and replace-object (``remove_object_mask_model``, ``replace_object_mask_model``)."""
     import torch
-    from transformers import CLIPSegConfig, CLIPSegForImageSegmentation, CLIPSegProcessor, ViTImageProcessor
+    from transformers import (
+        CLIPSegConfig,
+        CLIPSegForImageSegmentation,
+        CLIPSegProcessor,
+        ViTImageProcessor,
+    )
 
     folder = folder_of(folder)
     tokenizer = _tokenizer(folder)
@@ -199,14 +207,31 @@ def build_diffusion_suite(folder: str | Path, tools: Any = None) -> dict[str, st
     return settings
 
 
-# tool name -> builder of the tool's own model (``<tool>_model``); the ControlNet tools also need the base
-# (``diffusion_base_model``), remove/replace-object a mask model (``build_clipseg``)
+def build_controlnet_bundle(folder: str | Path) -> str:
+    """A ControlNet folder with a tiny base of its own in ``base/``: a ControlNet tool loads it through
+    ``<tool>_model`` alone (a ControlNet folder with a ``base/`` pipeline uses it when ``diffusion_base_model``
+    is not set)."""
+    root = folder_of(build_controlnet(folder))
+    build_stable_diffusion(root / "base")
+    return str(root)
+
+
+def build_inpaint_bundle(folder: str | Path) -> str:
+    """An inpainting folder with its CLIPSeg mask model in ``mask/``: remove-object and replace-object load
+    it through ``<tool>_model`` alone (a ``mask/`` model is used when ``<tool>_mask_model`` is not set)."""
+    root = folder_of(build_inpaint(folder))
+    build_clipseg(root / "mask")
+    return str(root)
+
+
+# tool name -> builder of a folder the tool loads through ``<tool>_model`` alone (the ControlNet tools' folders
+# carry their own tiny base, remove/replace-object's their mask model; build_diffusion_suite shares one base)
 BUILDERS = {
     "text-to-image": build_stable_diffusion,
     "image-to-image": build_stable_diffusion,
     "edit-image": build_pix2pix,
-    "remove-object": build_inpaint,
-    "replace-object": build_inpaint,
-    **{name: build_controlnet for name in CONTROLNET_TOOLS},
+    "remove-object": build_inpaint_bundle,
+    "replace-object": build_inpaint_bundle,
+    **{name: build_controlnet_bundle for name in CONTROLNET_TOOLS},
     "text-to-video": build_text_to_video,
 }
