@@ -207,3 +207,13 @@ def test_closing_an_app_unloads_its_own_models_only(tmp_path):
     one.close()
     assert not one.context.models.is_loaded(("m", "t", "cpu", "float32"))
     assert two.context.models.is_loaded(("m", "t", "cpu", "float32"))
+
+
+def test_a_tool_left_out_for_its_name_is_named_in_a_warning(caplog):
+    from chatgpt_tool_hub.tools import tool as make_tool
+
+    first = make_tool(name="same", description="first")(lambda text: "1")
+    second = make_tool(name="same", description="second")(lambda text: "2")
+    with caplog.at_level(logging.WARNING, logger="chatgpt_tool_hub.apps"):
+        app = make([first, second])
+    assert app.tools == [first] and "two tools are named 'same'" in caplog.text

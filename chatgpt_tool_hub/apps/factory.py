@@ -153,7 +153,7 @@ class AppFactory:
         built: set[str] = set()
         for item in requested:
             if isinstance(item, Tool):  # the caller's object: the caller closes it
-                tools.setdefault(item.name, item)
+                _keep_first(tools, item)
                 continue
             resolved = registry.resolve_name(item) or item
             if resolved in built:  # listed twice (or a default tool listed again): build it once
@@ -162,13 +162,21 @@ class AppFactory:
             tool = registry.build(resolved, context=context)
             if not registry.builds_shared_instance(item):
                 owned.append(tool)
-            tools.setdefault(tool.name, tool)
+            _keep_first(tools, tool)
         remote = _remote_tools(config, owned, workspace=context.workspace, taken=tools)
         for tool in remote:
-            tools.setdefault(tool.name, tool)
+            _keep_first(tools, tool)
         for tool in tools.values():
-            tool.parameter_schema  # normalised and checked once, now: a schema that cannot be fixed fails here
+            tool.parameter_schema  # noqa: B018 - normalised and checked once, now: a bad schema fails here
         return list(tools.values())
+
+
+def _keep_first(tools: dict[str, Tool], tool: Tool) -> None:
+    """Add ``tool`` unless a tool of that name is there already; then say which one is left out."""
+    kept = tools.setdefault(tool.name, tool)
+    if kept is not tool:
+        log.warning("two tools are named %r: keeping %r, leaving out %r (rename one, e.g. with an OpenAPI "
+                    "plugin's name_prefix)", tool.name, kept, tool)
 
 
 def _as_tool(item: Any) -> Any:
