@@ -42,6 +42,10 @@ BUILTIN_TOOLS: dict[str, tuple[str, str, list[str], bool, str]] = {
                 "Summarise long text, a workspace file or a URL (map-reduce with the LLM)."),
     "browser": ("chatgpt_tool_hub.tools.subtree", "BrowserTool", [], False,
                 "A sub-agent that browses the web with url-get and summary (tool-in-tool)."),
+    # ---- the names chatgpt-tool-hub 0.5 registered (news, email, sms, speech, visual ...)
+
+    # ---- documents, media and tool making
+
 }
 
 
