@@ -14,6 +14,7 @@ from ._common import KEY, METHODS, SAFE_METHODS, OperationError, bad, log
 from ._fetch import is_http, join, load, server_url
 from ._operations import build_operation
 from ._refs import RefError, Resolver
+from ._repair import repair
 from ._tool import OpenAPITool
 
 _BROKEN = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError)
@@ -71,10 +72,14 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
     document cannot be loaded or gives no tool at all.
     """
     try:
-        net = {"timeout": float(timeout), "proxy": proxy or None, "allow_private": parse_allow_private(allow_private)}
-    except (TypeError, ValueError) as exc:
-        what = "'timeout' must be a number of seconds" if "allow_private" not in str(exc) else str(exc)
-        raise ConfigError(f"OpenAPI option {what}", key=KEY) from None
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        raise ConfigError("OpenAPI option 'timeout' must be a number of seconds", key=KEY) from None
+    try:
+        private = parse_allow_private(allow_private)
+    except ValueError as exc:
+        raise ConfigError(f"OpenAPI option 'allow_private': {exc}", key=KEY) from None
+    net = {"timeout": seconds, "proxy": proxy or None, "allow_private": private}
     danger = DangerRule(dangerous, key=KEY, owner="OpenAPI", names="operations",
                         default_means="by HTTP method: POST, PUT, PATCH and DELETE are dangerous")
     doc, location, label = load(source, net)
@@ -95,7 +100,13 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
         log.warning("plugin %s declares %r auth but no auth was configured", manifest.get("name"), manifest["auth"])
     local = location is not None and not is_http(location)
     resolver = Resolver(doc, location, local=local, prepare=_swagger2.rewrite_refs if converted else None)
-    default_server = base_url.rstrip("/") if base_url else None
+    if base_url:
+        servers: tuple[str | None, ConfigError | None] = (str(base_url).rstrip("/"), None)
+    else:
+        try:
+            servers = (server_url(doc.get("servers"), location, label), None)
+        except ConfigError as exc:  # raised when an operation without servers of its own needs it
+            servers = (None, exc)
     if name_prefix is None:
         title = doc["info"].get("title") if isinstance(doc.get("info"), dict) else ""
         name_prefix = manifest.get("name") or str(title or "").lower()
@@ -139,8 +150,10 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
             risky = danger.decide(spellings, default=method not in SAFE_METHODS)
             if problem is None:
                 try:
-                    tool = _tool(resolver, path, method, op, op_base, item, item_base, unique, doc, default_server,
-                                 location, label, credentials, net)
+                    tool = _tool(resolver, path, method, op, op_base, item, item_base, unique, servers, location,
+                                 label, credentials, net)
+                except _NoServer as exc:
+                    raise exc.error from None
                 except (OperationError, RefError, ConfigError) as exc:
                     problem = str(exc)
                 except _BROKEN as exc:
@@ -159,15 +172,36 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
     return tools
 
 
+class _NoServer(Exception):
+    """The document's own server URL is unusable (a problem of the whole source, not of one operation)."""
+
+    def __init__(self, error: ConfigError):
+        super().__init__(str(error))
+        self.error = error
+
+
 def _tool(resolver: Resolver, path: str, method: str, op: dict, op_base: str, item: dict, item_base: str,
-          name: str, doc: dict, default_server: str | None, location: str | None, label: str, credentials: Any,
-          net: dict) -> OpenAPITool:
+          name: str, servers: tuple[str | None, ConfigError | None], location: str | None, label: str,
+          credentials: Any, net: dict) -> OpenAPITool:
     spec = build_operation(resolver, path, method, op, op_base, item, item_base)
-    server = default_server or server_url(spec.servers or doc.get("servers"), location, label)
+    server, problem = servers
+    if server is None and spec.servers:  # the operation's or path's own servers
+        server = server_url(spec.servers, location, label)
+    elif server is None:
+        raise _NoServer(problem)
     tool = OpenAPITool(name=name, description=spec.description[:1000] or f"{method.upper()} {path}",
                        parameters=spec.parameters, method=method, path=path, server=server, params=spec.params,
                        body=spec.body, auth=credentials, **net)
-    tool.parameter_schema  # normalised and checked against the 2020-12 metaschema now: a bad one is left out
+    try:
+        tool.parameter_schema  # normalised and checked against the 2020-12 metaschema now
+    except ConfigError:
+        fixed, dropped = repair(tool.parameters)
+        if not dropped:
+            raise
+        tool.parameters = fixed
+        tool.parameter_schema  # still invalid: the operation is left out
+        log.info("OpenAPI source %s: %s %s: invalid schema keywords dropped: %s", label, method.upper(), path,
+                 ", ".join(dropped[:10]))
     if resolver.cut:
         log.warning("OpenAPI source %s: %s %s has schemas too large to inline completely; the deepest parts "
                     "accept any value", label, method.upper(), path)

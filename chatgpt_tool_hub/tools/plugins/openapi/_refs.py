@@ -123,7 +123,7 @@ class Resolver:
         return self._schema(obj, base, (), 0)
 
     def _schema(self, obj: Any, base: str, stack: tuple, depth: int) -> Any:
-        if isinstance(obj, bool):
+        if isinstance(obj, (bool, str)):  # a bare type name ("string") is normalize's to read
             return obj
         if not isinstance(obj, dict):
             return {}

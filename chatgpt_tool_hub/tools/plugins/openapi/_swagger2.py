@@ -94,7 +94,7 @@ def param_schema(param: dict) -> dict:
 
 def _parameter(param: dict) -> dict:
     out = {k: v for k, v in param.items() if k in ("name", "in", "description", "required", "allowEmptyValue",
-                                                    "deprecated") or k.startswith("x-")}
+                                                    "deprecated") or str(k).startswith("x-")}
     out["schema"] = param_schema(param)
     if param.get("type") == "array":
         out["style"], out["explode"] = collection_style(param.get("collectionFormat"), str(param.get("in")))
@@ -197,7 +197,7 @@ def _security_scheme(scheme: Any) -> Any:
     if not isinstance(scheme, dict):
         return scheme
     kind = scheme.get("type")
-    extra = {k: v for k, v in scheme.items() if k == "description" or k.startswith("x-")}
+    extra = {k: v for k, v in scheme.items() if k == "description" or str(k).startswith("x-")}
     if kind == "basic":
         return {"type": "http", "scheme": "basic", **extra}
     if kind == "apiKey":
@@ -219,7 +219,7 @@ def convert(doc: dict) -> dict:
             continue
         shared = [p for p in item.get("parameters") or [] if isinstance(p, (dict, str))]
         converted: dict[str, Any] = {k: rewrite_refs(v) for k, v in item.items()
-                                     if k.startswith("x-") or k in ("summary", "description")}
+                                     if str(k).startswith("x-") or k in ("summary", "description")}
         kept = [rewrite_refs(p) if "$ref" in p else _parameter(p) for p in
                 (_resolve_param(doc, p) for p in shared) if isinstance(p, dict) and p.get("in") not in ("body", "formData")]
         if kept:
