@@ -69,10 +69,16 @@ def test_large_definitions_are_shortened_to_the_budget(caplog):
 
 
 def test_definitions_too_large_even_shortened_are_refused():
+    doc = _doc(12, description_chars=400, depth=2)                    # near the limit: the final check decides
+    with pytest.raises(ConfigError, match="tool definitions take .* even shortened"):
+        load_openapi_tools(doc, max_schema_bytes=sum(tool_bytes(t) for t in load_openapi_tools(doc, max_schema_bytes=0))
+                           // 12)
     with pytest.raises(ConfigError) as info:
         load_openapi_tools(_doc(200, description_chars=50), max_schema_bytes=2000)
     text = str(info.value)
-    assert "max_schema_bytes" in text and "'operations'" in text and "200 tool definitions" in text
+    assert "max_schema_bytes" in text and "'operations'" in text and "even shortened" in text
+    counted = int(text.split("counted ", 1)[1].split(" ", 1)[0])
+    assert counted < 200 and "of 200 operations" in text             # refused before all 200 tools were built
     assert len(load_openapi_tools(_doc(200), max_schema_bytes=0)) == 200
 
 

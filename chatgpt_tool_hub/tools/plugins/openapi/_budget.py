@@ -74,12 +74,40 @@ def _limit(value: Any, name: str, default: int, label: str) -> int:
     return number
 
 
+_HINT = ("pick the operations you need with the entry's 'operations' option (operationIds, tool names or "
+         "\"METHOD /path\")")
+
+
+class Tally:
+    """Counts, while the tools are made, what their definitions take at the least (fully shortened), so that
+    a document far past ``max_schema_bytes`` is refused before all its tools are built."""
+
+    def __init__(self, label: str, max_tools: Any, max_schema_bytes: Any):
+        self.label = label
+        self.max_tools = _limit(max_tools, "max_tools", DEFAULT_MAX_TOOLS, label)
+        self.max_bytes = _limit(max_schema_bytes, "max_schema_bytes", DEFAULT_MAX_SCHEMA_BYTES, label)
+        self.floor = 0
+        self.count = 0
+
+    def add(self, tool: Any, operations: int) -> None:
+        self.count += 1
+        if not self.max_bytes:
+            return
+        short = {"type": "function", "function": {"name": tool.name, "description": tool.description[:300],
+                                                  "parameters": _shorten(tool.parameters, 3, 0)}}
+        self.floor += len(json.dumps(short, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        if self.floor > self.max_bytes * 1.1:  # a margin: the final check (after normalising) decides near the limit
+            raise bad(self.label, f"its tool definitions take more than {_size(self.floor)} even shortened (counted "
+                                  f"{self.count} of {operations} operations), over max_schema_bytes "
+                                  f"({_size(self.max_bytes)}): every native tool-call request would carry them; "
+                                  f"{_HINT}, or raise max_schema_bytes (0: no limit)")
+
+
 def apply(tools: list, label: str, max_tools: Any, max_schema_bytes: Any) -> None:
     """Warn past ``max_tools``; shorten definitions past ``max_schema_bytes``, refuse when they still do not fit."""
     most_tools = _limit(max_tools, "max_tools", DEFAULT_MAX_TOOLS, label)
     most_bytes = _limit(max_schema_bytes, "max_schema_bytes", DEFAULT_MAX_SCHEMA_BYTES, label)
-    hint = ("pick the operations you need with the entry's 'operations' option (operationIds, tool names or "
-            "\"METHOD /path\")")
+    hint = _HINT
     if most_tools and len(tools) > most_tools:
         log.warning("OpenAPI source %s gives %d tools, more than max_tools (%d): every tool costs prompt space and "
                     "the model chooses worse among many; %s, or raise max_tools (openapi_max_tools for every "

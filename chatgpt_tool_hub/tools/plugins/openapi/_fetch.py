@@ -181,7 +181,10 @@ def join(location: str | None, ref: str, label: str, what: str) -> str:
 def server_url(servers: Any, location: str | None, label: str) -> str:
     """The first usable server of a ``servers`` list (variables take their defaults): one that is, or
     resolves against the document's URL to, an http(s) URL. ``ConfigError`` when none is."""
-    entries = [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) and servers else [{"url": "/"}]
+    entries = [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) and servers else []
+    if not entries and not (location and is_http(location)):
+        raise bad(label, "the document names no server URL ('servers'); pass base_url")
+    entries = entries or [{"url": "/"}]  # the spec's default: the host that serves the document
     problem = None
     for entry in entries:
         url = str(entry.get("url") or "/")

@@ -111,6 +111,9 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
         title = doc["info"].get("title") if isinstance(doc.get("info"), dict) else ""
         name_prefix = manifest.get("name") or str(title or "").lower()
     prefix = _clean(str(name_prefix))
+    tally = _budget.Tally(label, max_tools, max_schema_bytes)
+    count = sum(1 for item in paths.values() if isinstance(item, dict) for m in METHODS if m in item)
+    cut: list[str] = []
     wanted = {str(o) for o in operations} if operations is not None else None
     matched: set[str] = set()
     tools: list[OpenAPITool] = []
@@ -165,9 +168,16 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
                 log.warning("OpenAPI source %s: %s is left out: %s", label, shown, problem)
                 continue
             tool.dangerous = risky
+            tally.add(tool, count)
+            if resolver.cut:
+                cut.append(spelled)
             if manifest.get("text") and not tools:
                 tool.description = f"{manifest['text'][:2000]}\n\n{tool.description}"
             tools.append(tool)
+    if cut:
+        log.warning("OpenAPI source %s: %d operations have schemas too large to inline whole (%s%s); references "
+                    "nested deeper keep only their type", label, len(cut), ", ".join(cut[:3]),
+                    ", ..." if len(cut) > 3 else "")
     _finish(tools, left_out, wanted, matched, danger, label, max_tools, max_schema_bytes)
     return tools
 
@@ -202,9 +212,6 @@ def _tool(resolver: Resolver, path: str, method: str, op: dict, op_base: str, it
         tool.parameter_schema  # still invalid: the operation is left out
         log.info("OpenAPI source %s: %s %s: invalid schema keywords dropped: %s", label, method.upper(), path,
                  ", ".join(dropped[:10]))
-    if resolver.cut:
-        log.warning("OpenAPI source %s: %s %s has schemas too large to inline completely; the deepest parts "
-                    "accept any value", label, method.upper(), path)
     return tool
 
 

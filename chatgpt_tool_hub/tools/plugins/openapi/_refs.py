@@ -22,9 +22,9 @@ from urllib.parse import unquote
 from ._fetch import MAX_DOC_BYTES, read_file
 
 ROOT = "<document>"
-MAX_REF_DEPTH = 10       # nested references inlined into one schema
+MAX_REF_DEPTH = 8        # nested references inlined into one schema
 MAX_SCHEMA_DEPTH = 30    # nesting levels kept in one schema (normalize allows 40)
-MAX_NODES = 40_000       # schema objects inlined for one operation
+MAX_NODES = 400          # schema objects in one inlined schema (a parameter's or a body's)
 MAX_FILES = 2_000        # other files one document may pull in
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 
@@ -50,6 +50,7 @@ class Resolver:
         self._prepare = prepare  # applied to every other file read (Swagger 2.0 references → 3.0)
         self._bytes = 0
         self._nodes = 0
+        self._limit = MAX_REF_DEPTH
         self.cut = False  # an operation's schema was too large to inline completely
 
     # ---- references ---------------------------------------------------------------------------------
@@ -116,10 +117,19 @@ class Resolver:
     # ---- schemas ------------------------------------------------------------------------------------
 
     def start_operation(self) -> None:
-        self._nodes, self.cut = 0, False
+        self.cut = False
 
     def schema(self, obj: Any, base: str) -> Any:
-        """``obj`` with every reference inlined, for a request."""
+        """``obj`` with its references inlined, for a request. References nest at most ``MAX_REF_DEPTH``
+        deep; when that would make more than ``MAX_NODES`` schema objects, every branch is cut one level
+        shallower (the same depth everywhere), and the references past it keep only their ``type``."""
+        for limit in range(MAX_REF_DEPTH, 0, -1):
+            self._nodes, self._limit = 0, limit
+            try:
+                return self._schema(obj, base, (), 0)
+            except _TooLarge:
+                self.cut = True
+        self._nodes, self._limit = 0, 0
         return self._schema(obj, base, (), 0)
 
     def _schema(self, obj: Any, base: str, stack: tuple, depth: int) -> Any:
@@ -128,17 +138,21 @@ class Resolver:
         if not isinstance(obj, dict):
             return {}
         self._nodes += 1
+        if self._nodes > MAX_NODES and self._limit:
+            raise _TooLarge
         if isinstance(obj.get("$ref"), str):
             ref = obj["$ref"]
             name = ref.rstrip("/").rsplit("/", 1)[-1] or ref
-            if self._nodes > MAX_NODES or depth >= MAX_SCHEMA_DEPTH:
-                self.cut = True
-                return {"description": f"({name}: not expanded, the schema is too large)"}
             file_part, _, fragment = ref.partition("#")
             ident = (self._document(base, file_part.strip(), ref), unquote(fragment))
-            if ident in stack or len(stack) >= MAX_REF_DEPTH:
-                return {"description": f"(recursive: {name})"}
             target, target_base = self.lookup(ref, base)
+            if ident in stack:
+                return {"description": f"(recursive: {name})"}
+            if len(stack) >= self._limit or depth >= MAX_SCHEMA_DEPTH:
+                self.cut = self.cut or depth >= MAX_SCHEMA_DEPTH
+                kind = target.get("type") if isinstance(target, dict) else None
+                short = {"description": f"({name}, not expanded: nested too deep)"}
+                return {"type": kind, **short} if isinstance(kind, (str, list)) else short
             out = self._schema(target, target_base, stack + (ident,), depth)
             siblings = {k: v for k, v in obj.items() if k != "$ref"}
             if siblings and isinstance(out, dict):
@@ -161,6 +175,10 @@ class Resolver:
             else:
                 out[key] = value
         return _request_only(_fix_openapi30(out))
+
+
+class _TooLarge(Exception):
+    """The inlined schema passed ``MAX_NODES``: try again with references cut shallower."""
 
 
 def _fix_openapi30(schema: dict) -> dict:
