@@ -135,3 +135,29 @@ def test_junk_schemas_are_repaired_or_the_operation_is_left_out():
     assert props["a"] == {"type": "string"}
     assert props["b"] == {"type": "array", "items": {"type": "string"}}
     assert props["c"] == {"type": "number", "minimum": 3}
+
+
+def test_schemas_that_would_explode_when_inlined_are_cut_to_one_depth(caplog):
+    schemas = {f"T{i}": {"type": "object", "description": "x" * 40,
+                         "properties": {"a": {"$ref": f"#/components/schemas/T{i + 1}"},
+                                        "b": {"$ref": f"#/components/schemas/T{i + 1}"},
+                                        "n": {"type": "integer"}}} for i in range(30)}
+    schemas["T30"] = {"type": "string"}
+    doc = {"openapi": "3.0.0", "info": {"title": "dag", "version": "1"}, "servers": [{"url": "https://d.invalid"}],
+           "components": {"schemas": schemas},
+           "paths": {"/x": {"post": {"operationId": "x", "requestBody": {"content": {"application/json": {
+               "schema": {"$ref": "#/components/schemas/T0"}}}}}}}}   # 2**30 objects if inlined whole
+    with caplog.at_level(logging.WARNING, logger="chatgpt_tool_hub.tools.openapi"):
+        (tool,) = load_openapi_tools(doc)
+    text = json.dumps(tool.parameters)
+    assert len(text) < 60_000 and text.count('"n"') > 10
+    cut = tool.parameters
+    depth = 0
+    while "properties" in cut.get("properties", {}).get("a", {}):
+        cut, depth = cut["properties"]["a"], depth + 1
+    assert cut["properties"]["a"] == {"type": "object", "description": f"(T{depth + 1}, not expanded: nested too deep)"}
+    right = tool.parameters                                   # the same depth along every branch
+    for _ in range(depth):
+        right = right["properties"]["b"]
+    assert right["properties"]["b"] == cut["properties"]["b"]
+    assert any("too large to inline whole" in r.getMessage() for r in caplog.records)

@@ -127,3 +127,19 @@ def test_other_versions_are_named_in_the_error():
         load_openapi_tools({"swagger": "1.2", "paths": {}})
     with pytest.raises(ConfigError, match="openapi: 4.0"):
         load_openapi_tools({"openapi": "4.0", "paths": {}})
+
+
+def test_a_swagger_document_split_into_files():
+    tools = {t.name.split("-", 1)[1]: t
+             for t in load_openapi_tools(str(FIXTURES / "swagger2_split" / "spec" / "swagger.json"))}
+    assert set(tools) == {"findPets", "addPet", "find_pet_by_id", "addOwner"}
+    find = tools["findPets"]                                  # parameters.json#/tagsParam: a 2.0 parameter
+    assert find.parameters["properties"]["tags"] == {"type": "array", "items": {"type": "string"},
+                                                     "description": "tags to filter by"}
+    assert [(p.name, p.style, p.explode) for p in find._params] == [("tags", "form", False), ("limit", "form", True)]
+    add = tools["addPet"].parameters                          # NewPet.json: allOf [Pet.json, {...}], merged
+    assert set(add["properties"]) == {"id", "name", "tag", "description"} and add["required"] == ["id", "name"]
+    owner = tools["addOwner"].parameters                      # an `in: body` parameter in another file
+    assert owner["required"] == ["name"]                      # definitions.json#/definitions/Owner
+    assert owner["properties"]["pet"]["type"] == ["object", "null"]   # x-nullable, in that file too
+    assert tools["addOwner"]._body.key is None and tools["addOwner"].server == "http://pets.example.invalid/api"

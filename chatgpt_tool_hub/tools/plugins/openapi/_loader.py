@@ -99,7 +99,7 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
     if credentials is None and manifest.get("auth", "none") != "none":
         log.warning("plugin %s declares %r auth but no auth was configured", manifest.get("name"), manifest["auth"])
     local = location is not None and not is_http(location)
-    resolver = Resolver(doc, location, local=local, prepare=_swagger2.rewrite_refs if converted else None)
+    resolver = Resolver(doc, location, local=local, prepare=_swagger2.prepare_file if converted else None)
     if base_url:
         servers: tuple[str | None, ConfigError | None] = (str(base_url).rstrip("/"), None)
     else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["convert", "rewrite_refs", "param_schema", "collection_style"]
+__all__ = ["convert", "rewrite_refs", "prepare_file", "param_schema", "collection_style"]
 
 _REFS = (("#/definitions/", "#/components/schemas/"), ("#/parameters/", "#/components/parameters/"),
          ("#/responses/", "#/components/responses/"))
@@ -62,6 +62,19 @@ def rewrite_refs(node: Any) -> Any:
             out[key] = rewrite_refs(value)
     if out.get("type") == "file":
         out["type"], out["format"] = "string", "binary"
+    return out
+
+
+def prepare_file(doc: Any) -> Any:
+    """Another file a 2.0 document refers to: references rewritten, and its ``definitions`` /
+    ``parameters`` / ``responses`` also reachable where the rewritten references look (``components``)."""
+    out = rewrite_refs(doc)
+    if isinstance(out, dict):
+        moved = {new.split("/")[2]: out[old.split("/")[1]] for old, new in _REFS
+                 if isinstance(out.get(old.split("/")[1]), dict)}
+        if moved:
+            components = out.get("components") if isinstance(out.get("components"), dict) else {}
+            out["components"] = {**moved, **components}
     return out
 
 
