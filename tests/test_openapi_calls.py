@@ -161,6 +161,7 @@ def test_retrieval_plugin_query_takes_its_queries(echo):
     delete = {t.name: t for t in tools}["retrieval-delete_docs_delete_delete"]
     assert delete.parameters["required"] == [] and delete.dangerous
     assert json.loads(json.loads(delete.run({"ids": ["d1"]}))["body"]) == {"ids": ["d1"]}
+    assert json.loads(delete.run({}))["body"] == "{}"             # a required body is sent even when empty
 
 
 def test_retrieval_plugin_through_the_text_protocol(echo):

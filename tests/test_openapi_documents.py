@@ -93,6 +93,8 @@ def test_yaml_uses_libyaml_when_present_and_keeps_dates_as_text():
         parse("- just\n- a list\n", "x")
     with pytest.raises(ConfigError):
         parse("a: !!python/object:os.system {}\n", "x")              # a safe loader: no Python objects
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        parse('{"a": ' + "[" * 200_000 + "]" * 200_000 + "}", "x")
 
 
 def test_a_yaml_date_example_can_be_sent_natively(tmp_path):

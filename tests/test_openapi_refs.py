@@ -161,3 +161,15 @@ def test_schemas_that_would_explode_when_inlined_are_cut_to_one_depth(caplog):
         right = right["properties"]["b"]
     assert right["properties"]["b"] == cut["properties"]["b"]
     assert any("too large to inline whole" in r.getMessage() for r in caplog.records)
+
+
+def test_many_operations_left_out_are_counted_not_each_warned(caplog):
+    paths = {f"/x{i}": {"get": {"operationId": f"x{i}", "parameters": [{"$ref": "#/nope"}]}} for i in range(40)}
+    paths["/ok"] = {"get": {"operationId": "ok"}}
+    doc = {"openapi": "3.0.0", "info": {"title": "m", "version": "1"}, "servers": [{"url": "https://m.invalid"}],
+           "paths": paths}
+    with caplog.at_level(logging.INFO, logger="chatgpt_tool_hub.tools.openapi"):
+        assert [t.name for t in load_openapi_tools(doc)] == ["m-ok"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 26 and "15 more operations are left out" in warnings[-1]
+    assert any("1 tools made, 40 operations left out" in r.getMessage() for r in caplog.records)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
@@ -100,6 +101,8 @@ def parse(text: str, label: str) -> dict:
     """A JSON or YAML document as a dict; ``ConfigError`` naming ``label`` when it is neither."""
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise bad(label, "the document is nested too deeply to read") from None
     except ValueError:
         try:
             import yaml
@@ -133,8 +136,6 @@ def read_file(path: str, label: str) -> dict:
 
 def load(source: Any, net: dict[str, Any]) -> tuple[dict, str | None, str]:
     """(document, location for relative references, label for messages)."""
-    from collections.abc import Mapping
-
     if isinstance(source, Mapping):
         return dict(source), None, "<dict>"
     if not isinstance(source, (str, os.PathLike)) or not str(source).strip():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -18,6 +19,7 @@ from ._repair import repair
 from ._tool import OpenAPITool
 
 _BROKEN = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError)
+_WARNED = 25  # operations left out that get a warning each; the rest are counted
 
 
 def _clean(name: str) -> str:
@@ -117,6 +119,7 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
     wanted = {str(o) for o in operations} if operations is not None else None
     matched: set[str] = set()
     tools: list[OpenAPITool] = []
+    names: set[str] = set()
     left_out: list[tuple[set[str], str]] = []
     for path, raw_item in paths.items():
         path = str(path)
@@ -142,7 +145,7 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
             base = _clean(op_id) or _clean(f"{method}_{path}")
             name = (f"{prefix}-{base}" if prefix else base)[:64]
             unique, n = name, 2
-            while any(t.name == unique for t in tools):
+            while unique in names:
                 unique, n = f"{name[:60]}_{n}", n + 1
             spellings = {op_id, base, unique, spelled} - {""}
             if wanted is not None:
@@ -165,7 +168,8 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
             if problem is not None:
                 shown = f"{spelled} ({op_id})" if op_id else spelled
                 left_out.append((spellings, f"{shown}: {problem}"))
-                log.warning("OpenAPI source %s: %s is left out: %s", label, shown, problem)
+                level = logging.WARNING if len(left_out) <= _WARNED else logging.DEBUG
+                log.log(level, "OpenAPI source %s: %s is left out: %s", label, shown, problem)
                 continue
             tool.dangerous = risky
             tally.add(tool, count)
@@ -174,6 +178,10 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
             if manifest.get("text") and not tools:
                 tool.description = f"{manifest['text'][:2000]}\n\n{tool.description}"
             tools.append(tool)
+            names.add(unique)
+    if len(left_out) > _WARNED:
+        log.warning("OpenAPI source %s: %d more operations are left out (the debug log names them)", label,
+                    len(left_out) - _WARNED)
     if cut:
         log.warning("OpenAPI source %s: %d operations have schemas too large to inline whole (%s%s); references "
                     "nested deeper keep only their type", label, len(cut), ", ".join(cut[:3]),

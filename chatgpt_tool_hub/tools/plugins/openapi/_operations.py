@@ -42,6 +42,7 @@ class Body(NamedTuple):
     key: str | None        # the argument holding the body; None: the arguments are its properties
     media: str
     encoding: dict
+    required: bool = False
 
 
 class Spec(NamedTuple):
@@ -120,7 +121,7 @@ def _style(param: dict, place: str, v2: tuple[str, bool] | None) -> tuple[str, b
     return style, explode
 
 
-def _legacy_body(resolver: Resolver, body: tuple | None, form: list) -> tuple[Any, str] | tuple[None, str]:
+def _legacy_body(body: tuple | None, form: list) -> tuple[Any, str]:
     """A requestBody made of Swagger 2.0 style ``in: body`` / ``in: formData`` parameters."""
     if body is not None:
         param, base = body
@@ -183,7 +184,7 @@ def build_operation(resolver: Resolver, path: str, method: str, op: dict, op_bas
     if op.get("requestBody") is not None:
         request_body, rbase = resolver.deref(op["requestBody"], op_base)
     else:
-        request_body, rbase = _legacy_body(resolver, legacy_body, legacy_form)
+        request_body, rbase = _legacy_body(legacy_body, legacy_form)
     if isinstance(request_body, dict):
         chosen = _media(request_body.get("content"))
         if chosen is None:
@@ -207,7 +208,7 @@ def build_operation(resolver: Resolver, path: str, method: str, op: dict, op_bas
                         parameters[key] = flat[key]
                 if isinstance(request_body.get("description"), str) and request_body["description"]:
                     parameters["description"] = request_body["description"]
-                body = Body(None, media, encoding)
+                body = Body(None, media, encoding, request_body.get("required") is True)
             else:
                 key = "body" if "body" not in props else "request_body"
                 if isinstance(request_body.get("description"), str) and "description" not in schema:
@@ -215,7 +216,7 @@ def build_operation(resolver: Resolver, path: str, method: str, op: dict, op_bas
                 props[key] = schema if media != TEXT or schema else {"type": "string"}
                 if request_body.get("required") is True:
                     required.append(key)
-                body = Body(key, media, encoding)
+                body = Body(key, media, encoding, request_body.get("required") is True)
     summary = str(op.get("summary") or "").strip()
     details = str(op.get("description") or "").strip()
     description = summary if not details or details == summary else (f"{summary}. {details}" if summary else details)

@@ -110,7 +110,7 @@ class OpenAPITool(Tool):
         if self._body is None:
             return None
         if self._body.key is None:  # the arguments are the body's properties
-            return dict(arguments) if arguments else None
+            return dict(arguments) if arguments or self._body.required else None
         return arguments.get(self._body.key)
 
     def _form_style(self, key: str) -> tuple[str, bool]:
