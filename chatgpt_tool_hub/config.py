@@ -81,6 +81,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("planner_model_selection", str, "llm", "planner mode: llm, downloads or embedding"),
         Setting("planner_top_k", int, 5, "planner mode: candidate models offered to the LLM"),
         Setting("workspace_dir", str, "./workspace", "working directory of transactional tools"),
+        Setting("openapi_max_tools", int, 64, "OpenAPI plugins: past this many tools of one plugin, a warning "
+                "suggests its 'operations' option (0: no limit)"),
+        Setting("openapi_max_schema_bytes", int, 262144, "OpenAPI plugins: the most one plugin's tool definitions may "
+                "take in a request (shortened past it, refused when they still do not fit; 0: no limit)"),
         Setting("mcp_max_result_chars", int, 20000, "MCP server tools: longer results keep head and tail"),
         Setting("mcp_connect_timeout", float, 30.0, "MCP servers: seconds to start, initialize and list a server"),
         Setting("mcp_call_timeout", float, 60.0, "MCP servers: seconds per tool call, resource read or prompt"),

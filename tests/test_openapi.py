@@ -124,14 +124,12 @@ def test_tools_get_names_descriptions_and_schemas(pets):
 
 
 def test_refs_are_resolved_with_cycles_guarded(pets):
-    create = pets["petstore-createPet"].parameters
+    create = pets["petstore-createPet"].parameters   # a body-only operation: the body's properties
     assert "$ref" not in json.dumps(create)
-    body = create["properties"]["body"]
-    assert body["required"] == ["name"] and body["description"] == "The pet to add"
-    assert body["properties"]["tag"]["type"] == ["string", "null"]          # 3.0 nullable
-    assert body["properties"]["age"]["exclusiveMinimum"] == 0              # 3.0 boolean bound
-    assert create["required"] == ["body"]
-    owner = pets["petstore-create_owner"].parameters["properties"]["body"]
+    assert create["required"] == ["name"] and create["description"] == "The pet to add"
+    assert create["properties"]["tag"]["type"] == ["string", "null"]          # 3.0 nullable
+    assert create["properties"]["age"]["exclusiveMinimum"] == 0              # 3.0 boolean bound
+    owner = pets["petstore-create_owner"].parameters
     assert "$ref" not in json.dumps(owner)
     assert "recursive" in owner["properties"]["manager"]["description"]
     assert "recursive" in owner["properties"]["pets"]["items"]["properties"]["owner"]["description"]
@@ -196,7 +194,7 @@ def test_get_with_path_and_query_parameters(api, pets):
 
 
 def test_post_with_json_body(api, pets):
-    out = json.loads(pets["petstore-createPet"].run({"body": {"name": "Nemo", "tag": "fish"}}))
+    out = json.loads(pets["petstore-createPet"].run({"name": "Nemo", "tag": "fish"}))
     assert out == {"id": 3, "name": "Nemo", "tag": "fish"}
     seen = _last(api)
     assert seen["method"] == "POST" and seen["headers"]["Content-Type"] == "application/json"
@@ -205,7 +203,7 @@ def test_post_with_json_body(api, pets):
 
 def test_arguments_are_validated(pets):
     with pytest.raises(ToolInputError, match="name"):
-        pets["petstore-createPet"].run({"body": {"tag": "x"}})
+        pets["petstore-createPet"].run({"tag": "x"})
     with pytest.raises(ToolInputError):
         pets["petstore-listPets"].run({"limit": "many"})
     with pytest.raises(ToolInputError):
@@ -296,12 +294,12 @@ def test_private_targets_are_refused_by_default(api):
 
 
 @pytest.mark.parametrize("source, message", [
-    (str(FIXTURES / "swagger2.json"), "2.0 is not supported"),
+    (str(FIXTURES / "swagger2.json"), "defines no operations"),
     (str(FIXTURES / "broken_ref.json"), "points to nothing"),
     (str(FIXTURES / "missing.json"), "cannot be read"),
     (str(Path(__file__)), "not valid JSON or YAML|not a JSON/YAML object|not an OpenAPI"),
     ({"openapi": "3.0.0", "info": {}, "paths": []}, "'paths' must be an object"),
-    ({"info": {"title": "x"}}, "not an OpenAPI 3.x document"),
+    ({"info": {"title": "x"}}, "not an OpenAPI 3.x or Swagger 2.0 document"),
 ])
 def test_invalid_documents_raise_config_error_naming_the_source(source, message):
     with pytest.raises(ConfigError, match=message) as info:

@@ -201,14 +201,13 @@ def _remote_tools(config: ResolvedConfig, owned: list[Tool] | None = None, *, wo
     if openapi:
         from ..tools.plugins.openapi import load_openapi_tools
 
+        shared = {"proxy": config.get("proxy"), "max_tools": config.get("openapi_max_tools"),
+                  "max_schema_bytes": config.get("openapi_max_schema_bytes")}
         for entry in openapi:
             if isinstance(entry, dict) and "source" in entry:
-                options = {"proxy": config.get("proxy"), **entry}
-                tools.extend(load_openapi_tools(**options))
-            elif isinstance(entry, dict):  # an inline OpenAPI document or manifest
-                tools.extend(load_openapi_tools(entry, proxy=config.get("proxy")))
-            else:
-                tools.extend(load_openapi_tools(entry, proxy=config.get("proxy")))
+                tools.extend(load_openapi_tools(**{**shared, **entry}))
+            else:  # a source string, or an inline OpenAPI document or manifest
+                tools.extend(load_openapi_tools(entry, **shared))
     servers = _entries(config, "mcp_servers")
     if servers:
         from ..tools.plugins.mcp_tools import load_mcp_servers

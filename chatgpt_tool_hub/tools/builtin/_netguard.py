@@ -41,7 +41,9 @@ __all__ = [
     "HostResolutionError",
     "DeadlineExceeded",
     "CheckedURL",
+    "PrivateAllowList",
     "check_url",
+    "parse_allow_private",
     "is_blocked_address",
     "PinnedAdapter",
     "PinnedSession",
@@ -163,19 +165,86 @@ def _own_reason(addr: IPAddress) -> str | None:
 # ---- URLs ------------------------------------------------------------------------------
 
 
-def check_url(url: str, allow_private: bool = False) -> CheckedURL:
+class PrivateAllowList:
+    """Host names and IP networks let past the private-address check of :func:`check_url`.
+
+    Entries: a host name (``api.internal.test``; ``*.internal.test`` for every
+    name under it), an IP address or a CIDR network (``10.0.0.0/8``,
+    ``fd00::/8``). A host that is listed may resolve to any address; otherwise
+    each non-public address must lie in a listed network (an IPv4-mapped IPv6
+    address counts as its IPv4 address).
+    """
+
+    def __init__(self, entries: Any):
+        self.hosts: set[str] = set()
+        self.networks: list[Any] = []
+        for entry in entries:
+            text = str(entry).strip().lower().rstrip(".")
+            if not text:
+                continue
+            try:
+                self.networks.append(ipaddress.ip_network(text.strip("[]"), strict=False))
+                continue
+            except ValueError:
+                pass
+            if not re.fullmatch(r"(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)*", text):
+                raise ValueError(f"{str(entry)[:80]!r} is neither a host name nor an IP address or network (CIDR)")
+            self.hosts.add(text)
+
+    def allows(self, host: str, address: str) -> bool:
+        name = host.lower().rstrip(".")
+        if name in self.hosts or any(h.startswith("*.") and name.endswith(h[1:]) for h in self.hosts):
+            return True
+        try:
+            ip = ipaddress.ip_address(str(address).split("%", 1)[0].strip("[]"))
+        except ValueError:
+            return False
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        return any(ip.version == net.version and ip in net for net in self.networks)
+
+    def __repr__(self) -> str:
+        return f"PrivateAllowList({sorted(self.hosts) + [str(n) for n in self.networks]})"
+
+
+_TRUE_WORDS = {"true", "yes", "on", "1"}
+_FALSE_WORDS = {"false", "no", "off", "0", "", "none", "null"}
+
+
+def parse_allow_private(value: Any) -> "bool | PrivateAllowList":
+    """An ``allow_private`` option as :func:`check_url` takes it: ``True`` / ``False`` (also spelt as
+    text), or a list of host names and CIDRs (also one comma-separated string). Raises ``ValueError``."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, PrivateAllowList):
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in _TRUE_WORDS or low in _FALSE_WORDS:
+            return low in _TRUE_WORDS
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, str) for v in value):
+        return PrivateAllowList(value)
+    raise ValueError(f"allow_private must be true, false or a list of host names and CIDRs; got {repr(value)[:60]}")
+
+
+def check_url(url: str, allow_private: "bool | PrivateAllowList" = False) -> CheckedURL:
     """Parse, normalise and check ``url``; raise :class:`BlockedURLError` with the reason.
 
-    Every address the host resolves to is checked (unless ``allow_private``).
+    Every address the host resolves to is checked (unless ``allow_private`` is
+    ``True``; a :class:`PrivateAllowList` lets only its hosts and networks through).
     An unresolvable host raises :class:`HostResolutionError`.
     """
     parts = _split(url)
     host = _ascii_host(parts)
     port = _port(parts)
     addresses = _resolve(host, port)
-    if not allow_private:
+    allowance = allow_private if isinstance(allow_private, PrivateAllowList) else None
+    if allowance is not None or not allow_private:
         for address in addresses:
             reason = is_blocked_address(address)
+            if reason and allowance is not None and allowance.allows(host, address):
+                continue
             if reason:
                 shown = host if host == address else f"{host} ({address})"
                 raise BlockedURLError(f"refused to fetch {shown}: {reason}. Only public addresses may be fetched.")
