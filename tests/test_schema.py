@@ -275,3 +275,33 @@ def test_a_long_tool_list_is_shortened_to_its_token_budget_without_dropping_tool
     short = tool_block(tools, 3000)
     assert count_tokens(full) > 3000 >= count_tokens(short)
     assert all(f"> t{i}:" in short for i in range(40))
+
+
+# ---- the quick metaschema check agrees with jsonschema's ------------------------------------------------
+
+from hypothesis import given, settings as hsettings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False), st.text(max_size=3),
+                    st.lists(st.sampled_from(["string", "integer", "null", "x"]), max_size=3))
+_KEYS = st.sampled_from(["type", "description", "required", "enum", "minLength", "minimum", "multipleOf", "format",
+                         "readOnly", "default", "examples", "pattern", "x-extra", "maxItems", "nullable", "$ref"])
+_NODES = st.recursive(
+    st.dictionaries(_KEYS, _VALUES, max_size=4),
+    lambda inner: st.one_of(
+        st.fixed_dictionaries({"type": st.just("object"), "properties": st.dictionaries(st.text(max_size=3), inner,
+                                                                                          max_size=3)}),
+        st.fixed_dictionaries({"type": st.just("array"), "items": inner}),
+        st.fixed_dictionaries({"anyOf": st.lists(inner, max_size=3)}),
+    ), max_leaves=6)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(_NODES)
+def test_the_quick_check_only_passes_what_the_metaschema_accepts(node):
+    import jsonschema
+
+    from chatgpt_tool_hub.tools.schema import _plainly_valid
+
+    if _plainly_valid(node):
+        jsonschema.Draft202012Validator.check_schema(node)  # must not raise

@@ -160,7 +160,65 @@ def _fix_type(value: Any) -> str | list[str] | None:
     return kinds[0] if len(kinds) == 1 else kinds
 
 
+_NODE_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_TEXT_KEYWORDS = ("description", "title", "format", "$comment", "pattern")
+_FLAG_KEYWORDS = ("readOnly", "writeOnly", "deprecated", "uniqueItems")
+_COUNT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
+_BOUND_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_ANY_VALUE = ("default", "const", "example")
+_PLAIN = {"type", "properties", "required", "additionalProperties", "items", "enum", "examples", "multipleOf",
+          *_NODE_LISTS, *_TEXT_KEYWORDS, *_FLAG_KEYWORDS, *_COUNT_KEYWORDS, *_BOUND_KEYWORDS, *_ANY_VALUE}
+
+
+def _plainly_valid(node: Any, depth: int = 0) -> bool:
+    """True when ``node`` uses only common keywords, each with a value the 2020-12 metaschema accepts (checked
+    here in microseconds); anything else is left to jsonschema's full metaschema check."""
+    if isinstance(node, bool):
+        return True
+    if not isinstance(node, dict) or depth > _MAX_DEPTH:
+        return False
+    for key, value in node.items():
+        if key.startswith("x-"):
+            continue
+        if key not in _PLAIN:
+            return False
+        if key == "type":
+            kinds = value if isinstance(value, list) else [value]
+            if not kinds or len(set(map(str, kinds))) != len(kinds) or any(k not in JSON_TYPES for k in kinds):
+                return False
+        elif key == "properties":
+            if not isinstance(value, dict) or not all(_plainly_valid(v, depth + 1) for v in value.values()):
+                return False
+        elif key == "required":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(set(value)) != len(value):
+                return False
+        elif key in ("additionalProperties", "items"):
+            if not _plainly_valid(value, depth + 1):
+                return False
+        elif key in _NODE_LISTS:
+            if not isinstance(value, list) or not value or not all(_plainly_valid(v, depth + 1) for v in value):
+                return False
+        elif key in ("enum", "examples"):
+            if not isinstance(value, list):
+                return False
+        elif key in _TEXT_KEYWORDS:
+            if not isinstance(value, str):
+                return False
+        elif key in _FLAG_KEYWORDS:
+            if not isinstance(value, bool):
+                return False
+        elif key in _COUNT_KEYWORDS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                return False
+        elif key in _BOUND_KEYWORDS or key == "multipleOf":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or key == "multipleOf" and value <= 0:
+                return False
+    return True
+
+
 def _check(schema: dict, tool: str) -> None:
+    if _plainly_valid(schema):
+        return
     import jsonschema  # local import: keeps ``import chatgpt_tool_hub`` light
 
     try:
