@@ -181,3 +181,12 @@ def test_a_subtree_builds_a_keyed_tool_of_the_app():
     scoped = context.for_tool("browser")
     assert scoped.settings.get("bing_subscription_key") is None  # hidden from the subtree itself
     assert scoped.build_tool("bing-search")._key == "bing-key-1"
+
+
+def test_browser_use_summary_leaves_the_summary_tool_out():
+    from chatgpt_tool_hub.tools.subtree import BrowserTool
+
+    assert [t.name for t in BrowserTool.from_config().tools] == ["url-get", "summary"]
+    assert [t.name for t in BrowserTool.from_config(browser_use_summary="false").tools] == ["url-get"]
+    factory, _ = main_tool_register.get_registered_tool()["browser"]
+    assert [t.name for t in factory(**chatbot_kwargs(browser_use_summary=False)).tools] == ["url-get"]
