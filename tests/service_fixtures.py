@@ -13,17 +13,29 @@ Usage::
         assert service_server.requests[0]["query"]["name"] == "Berlin"
 
 Each recorded request is a dict: ``method``, ``path``, ``query`` (first value
-of each parameter), ``headers`` (lower-case names). ``closed_port_url()``
-gives a URL on which nothing listens. ``CHATBOT_KWARGS`` are the keyword
-arguments chatgpt-on-wechat's ``tool`` plugin passes (most of them empty).
+of each parameter), ``headers`` (lower-case names), and for a POST ``body``
+(bytes); routes answer GET and POST alike. ``closed_port_url()`` gives a URL
+on which nothing listens. ``CHATBOT_KWARGS`` are the keyword arguments
+chatgpt-on-wechat's ``tool`` plugin passes (most of them empty).
+
+``smtp_server`` is a local SMTP server (aiosmtpd) that records what it is
+sent: ``SmtpServer(tls="starttls" | "ssl" | None, users={"name": "password"})``;
+``.port``, ``.messages`` (``email.message.EmailMessage``), ``.envelopes``
+(``mail_from``, ``rcpt_tos``), ``.logins``; ``self_signed_cert(folder)`` makes a
+certificate for 127.0.0.1 (needs the ``openssl`` command).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
+from email import message_from_bytes, policy
+from pathlib import Path
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,7 +43,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-__all__ = ["Reply", "ServiceServer", "service_server", "closed_port_url", "CHATBOT_KWARGS", "chatbot_kwargs"]
+__all__ = ["Reply", "ServiceServer", "service_server", "closed_port_url", "CHATBOT_KWARGS", "chatbot_kwargs",
+           "SmtpServer", "smtp_server", "self_signed_cert", "free_port"]
 
 
 @dataclass
@@ -58,14 +71,22 @@ class ServiceServer:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                self._handle("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._handle("POST")
+
+            def _handle(self, method: str) -> None:
                 parts = urlsplit(self.path)
                 request = {
-                    "method": "GET",
+                    "method": method,
                     "path": parts.path,
                     "query": {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()},
                     "raw_query": parts.query,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
                 }
+                if method == "POST":
+                    request["body"] = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with server._lock:
                     server.requests.append(request)
                 reply = server.routes.get(parts.path) or server.fallback
@@ -167,6 +188,89 @@ CHATBOT_KWARGS.update({
     "wechat_cpt_path": "/tmp/itchat.pkl", "wechat_send_group": False, "wechat_nickname_mapping": "{}",
     "wikipedia_top_k_results": 2, "python_timeout": 10,
 })
+
+
+def free_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """``(cert.pem, key.pem)`` of a certificate for 127.0.0.1 and localhost, made with the openssl command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+class SmtpServer:
+    """A local SMTP server (aiosmtpd) on 127.0.0.1 that keeps every message it accepts."""
+
+    def __init__(self, *, tls: str | None = None, cert: tuple[Path, Path] | None = None,
+                 users: dict[str, str] | None = None, refuse: set[str] = frozenset()):
+        from aiosmtpd.controller import Controller
+        from aiosmtpd.smtp import AuthResult, LoginPassword
+
+        self.messages: list[Any] = []
+        self.envelopes: list[dict[str, Any]] = []
+        self.logins: list[str] = []
+        self.port = free_port()
+        server = self
+        users = dict(users or {})
+
+        class Handler:
+            async def handle_RCPT(self, smtp, session, envelope, address, rcpt_options):  # noqa: N802
+                if address in refuse:
+                    return "550 5.1.1 no such user here"
+                envelope.rcpt_tos.append(address)
+                return "250 OK"
+
+            async def handle_DATA(self, smtp, session, envelope):  # noqa: N802
+                server.envelopes.append({"mail_from": envelope.mail_from, "rcpt_tos": list(envelope.rcpt_tos)})
+                server.messages.append(message_from_bytes(envelope.original_content, policy=policy.default))
+                return "250 Message accepted"
+
+        def authenticate(smtp, session, envelope, mechanism, auth_data):
+            if isinstance(auth_data, LoginPassword):
+                name, password = auth_data.login.decode(), auth_data.password.decode()
+                if users.get(name) == password:
+                    server.logins.append(name)
+                    return AuthResult(success=True, auth_data=auth_data)
+            return AuthResult(success=False, handled=False)
+
+        options: dict[str, Any] = {"hostname": "127.0.0.1", "port": self.port, "ready_timeout": 30}
+        if users:
+            # implicit TLS is not seen by aiosmtpd's own check, which looks for STARTTLS
+            options.update(authenticator=authenticate, auth_require_tls=tls == "starttls")
+        if tls:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(str(cert[0]), str(cert[1]))
+            if tls == "ssl":
+                options["ssl_context"] = context
+            else:
+                options.update(tls_context=context, require_starttls=True)
+        self._controller = Controller(Handler(), **options)
+
+    def __enter__(self) -> "SmtpServer":
+        self._controller.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._controller.stop()
+
+
+@pytest.fixture
+def smtp_server():
+    pytest.importorskip("aiosmtpd")
+    with SmtpServer(users={"bot@example.test": "auth-CODE-1234"}) as server:
+        yield server
 
 
 def chatbot_kwargs(**overrides: Any) -> dict[str, Any]:

@@ -236,7 +236,7 @@ def _entries(config: ResolvedConfig, key: str) -> list:
 
 # families of settings that are not named after one tool
 _SHARED_PREFIXES = ("plugin_", "expert_", "planner_", "bing_", "google_", "meteo_", "searxng_", "wolfram_",
-                    "openapi_", "mcp_")
+                    "openapi_", "mcp_", "caption_", "diffusion_")
 
 
 def env_prefixes(registry: ToolRegistry) -> list[str]:

@@ -12,7 +12,15 @@ default instance kept for chatgpt-tool-hub compatibility. Two kinds of factory:
   accept any extra keyword arguments (chatbot plugins pass dozens of keys).
 
 ``get_registered_tool()`` gives chatbot plugins a ``factory(**kwargs)`` for
-every tool of either kind (pure mode).
+every tool of either kind (pure mode). A tool built that way answers a user
+error (bad input, a service refusing, a key missing at call time) with the
+text the LLM would see, ``Error: ...``, instead of raising: chatbot hosts show
+what ``run`` returns and replace any exception with a canned apology. Tools
+built by ``build`` / ``from_config`` keep raising.
+
+An alias is a second name of one tool (``meteo`` for ``meteo-weather``, the
+name chatgpt-tool-hub 0.5 registered): it resolves to the tool's own name, so
+an app that lists both builds the tool once.
 
 Tool names are only ever dictionary keys: nothing is imported by name.
 """
@@ -25,9 +33,10 @@ from importlib import import_module
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ..config import is_unset
-from ..errors import ConfigError, MissingKeyError
-from .base import Tool
+from ..config import is_unset, secret_values
+from ..errors import ConfigError, MissingKeyError, ModelFeedbackError, UserError
+from ..redact import Redactor
+from .base import Tool, ToolContext
 
 __all__ = ["ToolRegistry", "ToolEntry", "ENTRY_POINT_GROUP"]
 
@@ -37,6 +46,8 @@ _BUNDLED = {
     "builtin": "chatgpt_tool_hub.tools.builtin:register_tools",
     "experts": "chatgpt_tool_hub.experts:register_expert_tools",
 }
+# the names chatgpt-tool-hub 0.5 registered for tools that have another name here
+COMPAT_ALIASES = {"meteo": "meteo-weather"}
 log = logging.getLogger("chatgpt_tool_hub.tools")
 
 ToolFactory = Callable[..., Tool]
@@ -67,6 +78,7 @@ class ToolRegistry:
 
     def __init__(self, *, discover: bool = False):
         self._entries: dict[str, ToolEntry] = {}
+        self._aliases: dict[str, str] = {}  # alias -> the registered name it stands for
         self._lock = threading.RLock()
         self._discover = discover
         self._discovered = False
@@ -105,29 +117,68 @@ class ToolRegistry:
         with self._lock:
             self._entries[name] = ToolEntry(name, factory, list(required_keys or []), default, description, shared,
                                             bool(takes_context), list(secret_keys or []))
+            self._aliases.pop(name, None)  # a tool of its own replaces an alias of that name
+
+    def register_alias(self, alias: str, name: str) -> None:
+        """Make ``alias`` a second name of the registered tool ``name``: it is listed, resolves to ``name``
+        and builds that tool (named ``name``). A tool registered under ``alias`` later replaces the alias."""
+        if not isinstance(alias, str) or not alias.strip():
+            raise ConfigError("an alias must be a non-empty string", key="name")
+        self._ensure_discovered()
+        with self._lock:
+            if name not in self._entries:
+                raise ConfigError(f"alias '{alias}': there is no tool named '{name}'", key=alias)
+            if alias in self._entries:
+                raise ConfigError(f"alias '{alias}': a tool of that name is registered; unregister it first",
+                                  key=alias)
+            self._aliases[alias] = name
+
+    def aliases(self) -> dict[str, str]:
+        """``{alias: tool name}`` of the aliases whose tool is registered."""
+        self._ensure_discovered()
+        with self._lock:
+            return {a: n for a, n in self._aliases.items() if n in self._entries}
 
     def unregister_tool(self, name: str) -> bool:
-        """Forget ``name``; ``True`` when it was registered (as chatgpt-tool-hub returns)."""
+        """Forget ``name`` (a tool or an alias); ``True`` when it was registered (as chatgpt-tool-hub returns)."""
         with self._lock:
-            return self._entries.pop(name, None) is not None
+            return (self._entries.pop(name, None) is not None) | (self._aliases.pop(name, None) is not None)
 
     def get_registered_tool_names(self) -> list[str]:
+        """Every name, aliases included. A name never comes before a longer name it begins
+        (``meteo-weather`` before ``meteo``, ``visual-question-answering`` before ``visual``): chatbot
+        plugins pick the first name their message starts with."""
         self._ensure_discovered()
         with self._lock:
-            return list(self._entries)
+            names = [*self._entries, *(a for a, n in self._aliases.items() if n in self._entries)]
+        return _longest_first(names)
 
     def get_registered_tool(self) -> dict[str, tuple[ToolFactory, list[str]]]:
-        """``{name: (factory, required_keys)}``; every factory is called as ``factory(**kwargs)``."""
-        self._ensure_discovered()
+        """``{name: (factory, required_keys)}`` for every name of :meth:`get_registered_tool_names`; every
+        factory is called as ``factory(**kwargs)`` and builds a tool for pure mode (see the module docstring)."""
+        names = self.get_registered_tool_names()
         with self._lock:
-            return {n: (self._kwargs_factory(e), list(e.required_keys)) for n, e in self._entries.items()}
+            entries = {n: self._entries[self._aliases.get(n, n)] for n in names
+                       if self._aliases.get(n, n) in self._entries}
+        return {n: (self._kwargs_factory(e), list(e.required_keys)) for n, e in entries.items()}
 
     def _kwargs_factory(self, entry: ToolEntry) -> ToolFactory:
-        if not entry.takes_context:
-            return entry.factory
+        """``factory(**kwargs)`` for pure mode: the tool answers user errors with their text (``Error: ...``)
+        when ``run`` is called without a ``ToolContext``; a tool that cannot be built (a key missing, a tool
+        not offered) becomes one whose ``run`` says why."""
 
         def build(**kwargs: Any) -> Tool:
-            return self.build(entry.name, **kwargs)
+            redactor = Redactor(secret_values(kwargs))
+            try:
+                if entry.takes_context:
+                    built = self.build(entry.name, **kwargs)
+                else:  # a chatgpt-tool-hub 0.5 factory gets the keywords as they are, as 0.5 passed them
+                    built = entry.factory(**kwargs)
+            except UserError as exc:
+                return _Unbuilt(entry.name, redactor.redact(str(exc)))
+            if isinstance(built, Tool) and not entry.shared:  # a shared instance belongs to its registrant
+                _answer_errors_as_text(built, redactor)
+            return built
 
         build.__qualname__ = getattr(entry.factory, "__qualname__", entry.name)
         return build
@@ -143,14 +194,21 @@ class ToolRegistry:
         return [e.name for e in self.entries() if e.default]
 
     def resolve_name(self, name: str) -> str | None:
-        """The registered spelling of ``name`` (exact, then case-insensitive)."""
+        """The registered spelling of ``name`` (exact, then case-insensitive); an alias gives its tool's name."""
         self._ensure_discovered()
+        if not isinstance(name, str):
+            return None
         with self._lock:
             if name in self._entries:
                 return name
+            if self._aliases.get(name) in self._entries:
+                return self._aliases[name]
             low = name.strip().lower()
             for known in self._entries:
                 if known.lower() == low:
+                    return known
+            for alias, known in self._aliases.items():
+                if alias.lower() == low and known in self._entries:
                     return known
         return None
 
@@ -167,8 +225,10 @@ class ToolRegistry:
             from .context import pure_context
 
             context = pure_context(kwargs, registry=self)
+        # checked in the view the tool gets: a subtree's context hides the keys of the tools it builds
+        scoped = context.for_tool(resolved, entry.visible_keys()) if entry.takes_context else context
         settings = context.settings
-        missing = [k for k in entry.required_keys if is_unset(settings.get(k))]
+        missing = [k for k in entry.required_keys if is_unset(scoped.settings.get(k))]
         if missing:
             keys = ", ".join(missing)
             envs = ", ".join(k.upper() for k in missing)
@@ -178,7 +238,7 @@ class ToolRegistry:
                 key=missing[0],
             )
         if entry.takes_context:
-            built = entry.factory(context.for_tool(resolved, entry.visible_keys()))
+            built = entry.factory(scoped)
         else:  # a chatgpt-tool-hub 0.5 factory: every setting as keywords, as 0.5 passed them
             built = entry.factory(**settings.as_kwargs())
         if not isinstance(built, Tool):
@@ -201,6 +261,7 @@ class ToolRegistry:
         other = ToolRegistry()
         with self._lock:
             other._entries = dict(self._entries)
+            other._aliases = dict(self._aliases)
         other._discovered = True
         return other
 
@@ -234,6 +295,10 @@ class ToolRegistry:
             if value not in seen:
                 module, attr = value.split(":")
                 self._load_one(label, lambda module=module, attr=attr: getattr(import_module(module), attr))
+        with self._lock:
+            for alias, name in COMPAT_ALIASES.items():
+                if name in self._entries and alias not in self._entries:
+                    self._aliases.setdefault(alias, name)
 
     def _load_one(self, label: str, loader: Callable[[], Any]) -> None:
         try:
@@ -247,3 +312,41 @@ class ToolRegistry:
         except Exception as exc:  # a plugin must not break the host
             log.warning("tool plugin %r could not be loaded: %s", label, exc)
 
+
+
+def _longest_first(names: list[str]) -> list[str]:
+    """``names`` in their order, except that a name moves before the first earlier name it begins with."""
+    ordered: list[str] = []
+    for name in names:
+        at = next((i for i, known in enumerate(ordered) if name != known and name.startswith(known)), len(ordered))
+        ordered.insert(at, name)
+    return ordered
+
+
+class _Unbuilt(Tool):
+    """What a pure-mode factory returns for a tool it could not build: ``run`` says why."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.description = f"(not available: {reason})"
+        self.reason = reason
+
+    def run(self, tool_input: Any = "", context: ToolContext | None = None) -> str:
+        return f"Error: {self.reason}"
+
+
+def _answer_errors_as_text(tool: Tool, redactor: Redactor) -> None:
+    """Pure mode for one tool object: ``tool.run(text)`` without a ``ToolContext`` returns a user error as
+    ``Error: ...`` (redacted, as an engine shows it). With a context (an engine's call) it still raises."""
+    run = tool.run
+
+    def pure_run(tool_input: Any = "", context: ToolContext | None = None) -> str:
+        if context is not None:
+            return run(tool_input, context)
+        try:
+            return run(tool_input)
+        except ModelFeedbackError as exc:
+            return f"Error: {redactor.redact(str(exc))}"
+
+    pure_run.__doc__ = run.__doc__
+    tool.run = pure_run  # type: ignore[method-assign]  # this object only; the class keeps raising

@@ -9,20 +9,22 @@ observation, never an empty string.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Sequence
 
 from ..config import set_only, tool_prefix
 from ..engine.dispatch import drive
 from ..engine.loop import Engine, EngineSettings
-from ..errors import ConfigError, LLMError, ToolExecutionError
+from ..errors import ConfigError, LLMError, MissingKeyError, ToolExecutionError
 from ..llm.base import LLM
 from .base import Tool, ToolContext
 from .context import AppContext
 
-__all__ = ["SubtreeTool", "SubtreeError", "subtree_llm", "BrowserTool", "DEFAULT_MAX_NESTING_DEPTH"]
+__all__ = ["SubtreeTool", "SubtreeError", "subtree_llm", "BrowserTool", "NewsTool", "DEFAULT_MAX_NESTING_DEPTH"]
 
 DEFAULT_MAX_NESTING_DEPTH = 3
+log = logging.getLogger("chatgpt_tool_hub.tools")
 # keys a subtree may override with its own prefix, e.g. browser_model_name
 _LLM_KEYS = ("llm_api_key", "llm_api_base_url", "model_name", "deployment_id", "temperature", "request_timeout")
 
@@ -106,14 +108,16 @@ def subtree_llm(name: str, context: AppContext) -> LLM | None:
 
 
 class BrowserTool(SubtreeTool):
-    """Built-in subtree ``browser``: a sub-agent with url-get and summary."""
+    """Built-in subtree ``browser``: a sub-agent with url-get and summary (``browser_use_summary=false``:
+    url-get alone)."""
 
     TOOLS = ("url-get", "summary")
 
     @classmethod
     def from_context(cls, context: AppContext) -> "BrowserTool":
         settings = context.settings
-        tools = [context.build_tool(name) for name in cls.TOOLS]  # the app's own registry and settings
+        names = cls.TOOLS if settings.get("browser_use_summary", True) else ("url-get",)
+        tools = [context.build_tool(name) for name in names]  # the app's own registry and settings
         return cls(
             "browser",
             "Browse the web for a task, e.g. 'find the release date on https://example.org/news'. "
@@ -121,6 +125,40 @@ class BrowserTool(SubtreeTool):
             tools,
             llm=subtree_llm("browser", context),
             think_depth=settings.get("browser_think_depth", 3),
+            max_nesting_depth=settings.get("max_nesting_depth", DEFAULT_MAX_NESTING_DEPTH),
+            fallback=context if context.llm is None else None,
+        )
+
+
+class NewsTool(SubtreeTool):
+    """Built-in subtree ``news``: a sub-agent over news-api, morning-news and finance-news.
+
+    Each of them joins when it can be built: news-api and morning-news need
+    their keys (``news_api_key``, ``morning_news_api_key``) and are left out,
+    with a log line, when the key is not set; finance-news needs none.
+    """
+
+    TOOLS = ("news-api", "morning-news", "finance-news")
+
+    @classmethod
+    def from_context(cls, context: AppContext) -> "NewsTool":
+        settings = context.settings
+        tools, left_out = [], []
+        for name in cls.TOOLS:
+            try:
+                tools.append(context.build_tool(name))  # the app's own registry, each with its own keys
+            except MissingKeyError as exc:
+                left_out.append(f"{name} (needs {exc.key})")
+        if left_out:
+            log.info("the news subtree runs without %s", ", ".join(left_out))
+        return cls(
+            "news",
+            "Current news: headlines and news search, today's morning digest, and real-time financial "
+            "news. Input: what you want to know in plain words, e.g. 'latest news about the ECB'. "
+            "Output: the news it found.",
+            tools,
+            llm=subtree_llm("news", context),
+            think_depth=settings.get("news_think_depth", 2),
             max_nesting_depth=settings.get("max_nesting_depth", DEFAULT_MAX_NESTING_DEPTH),
             fallback=context if context.llm is None else None,
         )

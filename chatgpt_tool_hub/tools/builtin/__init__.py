@@ -43,6 +43,26 @@ BUILTIN_TOOLS: dict[str, tuple[str, str, list[str], bool, str]] = {
     "browser": ("chatgpt_tool_hub.tools.subtree", "BrowserTool", [], False,
                 "A sub-agent that browses the web with url-get and summary (tool-in-tool)."),
     # ---- the names chatgpt-tool-hub 0.5 registered (news, email, sms, speech, visual ...)
+    "news-api": ("chatgpt_tool_hub.tools.plugins.news", "NewsApiTool", ["news_api_key"], False,
+                 "Top headlines and news search (NewsAPI.org)."),
+    "morning-news": ("chatgpt_tool_hub.tools.plugins.news", "MorningNewsTool", ["morning_news_api_key"], False,
+                     "Today's 60-second morning news digest, in Chinese (ALAPI)."),
+    "finance-news": ("chatgpt_tool_hub.tools.plugins.finance_news", "FinanceNewsTool", [], False,
+                     "Real-time financial flash news (no key)."),
+    "news": ("chatgpt_tool_hub.tools.subtree", "NewsTool", [], False,
+             "A sub-agent over news-api, morning-news and finance-news (tool-in-tool)."),
+    "email": ("chatgpt_tool_hub.tools.plugins.email_tool", "EmailTool", ["email_sender", "email_authorization_code"],
+              False, "Send an email over SMTP (dangerous: asks for approval)."),
+    "sms": ("chatgpt_tool_hub.tools.plugins.sms", "SmsTool", ["sms_username", "sms_apikey"], False,
+            "Send a text message to a phone in mainland China via smsbao (dangerous: asks for approval)."),
+    "stt": ("chatgpt_tool_hub.tools.plugins.speech", "SttTool", [], False,
+            "Transcribe a WAV file with Azure Speech (stt_api_key; speech-recognition needs none)."),
+    "tts": ("chatgpt_tool_hub.tools.plugins.speech", "TtsTool", [], False,
+            "Read a text aloud into a WAV file with Azure Speech (tts_api_key; text-to-speech needs none)."),
+    "visual": ("chatgpt_tool_hub.tools.plugins.visual", "VisualTool", ["caption_api_key"], False,
+               "Ask a vision LLM about an image (any OpenAI-compatible multimodal endpoint)."),
+    "wechat": ("chatgpt_tool_hub.tools.plugins.wechat", "WechatTool", [], False,
+               "Not offered (0.5's WeChat client was missing from its wheel): building it says why."),
 
     # ---- documents, media and tool making
 
