@@ -19,8 +19,11 @@ other hard link (a hard link may be another name of a file outside). Where
 ``dir_fd`` or ``O_NOFOLLOW`` is missing (Windows) the resolved path is opened
 directly.
 
-The workspace folder itself is opened once, with ``O_DIRECTORY|O_NOFOLLOW``,
-and every walk starts from (a duplicate of) that descriptor, so replacing the
+The workspace folder is made and opened on first use (building a tool or an
+app never creates it), once, with ``O_DIRECTORY|O_NOFOLLOW``; its path is
+resolved when the tool is built, and a folder that resolves elsewhere by its
+first use (a symbolic link put in its place) is refused. Every walk starts
+from (a duplicate of) that descriptor, so replacing the
 folder by a symbolic link cannot redirect a call; each call also compares the
 path's ``(st_dev, st_ino)`` with the folder's and fails ("the workspace folder
 was replaced or moved") when they differ. ``close()`` (and garbage collection)
@@ -84,17 +87,31 @@ class Workspace:
     """The folder the file tools may use, and safe ways to open paths inside it."""
 
     def __init__(self, root: str | os.PathLike, protected: Iterable[str | os.PathLike] = ()):
-        path = Path(root).expanduser()
-        path.mkdir(parents=True, exist_ok=True)
-        self.root = os.path.realpath(path)
+        self._path = Path(root).expanduser()
+        self.root = os.path.realpath(self._path)  # where the folder is (or will be made on first use)
         # the app's configuration sources; .env and config.json at the root are added by name
         self.protected = tuple(dict.fromkeys(os.path.abspath(os.fspath(p)) for p in protected))
         self._lock = threading.Lock()
         self._fd = -1
         self._closer: weakref.finalize | None = None
         self._identity: tuple[int, int] | None = None
+        if os.path.isdir(self.root):
+            with self._lock:
+                self._open_root()  # pinned now: later calls insist on this folder
+
+    def _first_use(self) -> None:
+        """Make the folder when it is missing and pin it; it must still resolve to ``root``."""
         with self._lock:
-            self._open_root()  # pinned now: later calls insist on this folder
+            if self._identity is not None:
+                return
+            try:
+                self._path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ToolExecutionError(f"cannot create the workspace folder {self.root}: "
+                                         f"{exc.strerror or type(exc).__name__}") from None
+            if os.path.realpath(self._path) != self.root:  # a link was put where the folder was to be
+                raise ToolExecutionError(_REPLACED)
+            self._open_root()
 
     # ---- the workspace folder ------------------------------------------------------------
 
@@ -122,6 +139,7 @@ class Workspace:
 
     def _root_fd(self) -> int:
         """A new descriptor of the workspace folder (a duplicate of the pinned one); the caller closes it."""
+        self._first_use()
         with self._lock:
             if self._fd < 0:
                 self._open_root()
@@ -134,7 +152,8 @@ class Workspace:
         return fd
 
     def _check_root(self) -> None:
-        """Fail clearly when the workspace path no longer names the pinned folder."""
+        """Fail clearly when the workspace path no longer names the pinned folder (made on first use)."""
+        self._first_use()
         if _identity_of(self.root) != self._identity:
             raise ToolExecutionError(_REPLACED)
 

@@ -106,8 +106,7 @@ class PythonTool(Tool):
         self.max_workers = int(max_workers)
         # CPU seconds over a worker's whole life: generous, the wall timeout does the real work
         self.max_cpu_seconds = float(max_cpu_seconds) if max_cpu_seconds else max(600.0, 20 * self.timeout)
-        self.workspace = Path(workspace_dir).expanduser().resolve()
-        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.workspace = Path(workspace_dir).expanduser().resolve()  # made on first use
         self._pool = _WorkerPool(self.max_workers)
         weakref.finalize(self, self._pool.retire, None)  # also at interpreter exit
 

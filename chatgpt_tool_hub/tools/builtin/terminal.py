@@ -61,8 +61,7 @@ class TerminalTool(Tool):
         self.return_err_output = bool(return_err_output)
         self.nsfc_filter = bool(nsfc_filter)
         self.max_memory_mb = int(max_memory_mb)  # 0: none (shells start programs that reserve much)
-        self.workspace = Path(workspace_dir).expanduser().resolve()
-        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.workspace = Path(workspace_dir).expanduser().resolve()  # made on first use
         self.shell = shutil.which("bash", path=scrubbed_env()["PATH"]) or "/bin/sh"
 
     @classmethod
