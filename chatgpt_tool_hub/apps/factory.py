@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 import weakref
 from dataclasses import replace
 from functools import partial
@@ -97,6 +98,8 @@ class AppFactory:
         except BaseException:
             _close_tools(owned)  # e.g. MCP connections opened before a later tool failed
             raise
+        if approve is None:
+            _warn_unapproved(tools)
         # an app that is dropped without close() (the chatbot's "$tool reset" builds a new one each
         # time) still releases what was opened for it: MCP connections, planner threads
         finalizer = weakref.finalize(app, _release, owned, getattr(app, "_pool", None))
@@ -169,6 +172,16 @@ class AppFactory:
         for tool in tools.values():
             tool.parameter_schema  # noqa: B018 - normalised and checked once, now: a bad schema fails here
         return list(tools.values())
+
+
+def _warn_unapproved(tools: Sequence[Tool]) -> None:
+    """One ``UserWarning`` per app built without an approver that has dangerous tools: they run without asking."""
+    names = [tool.name for tool in tools if getattr(tool, "dangerous", False)]
+    if names:
+        warnings.warn(
+            f"dangerous tool(s) {', '.join(names)} will run without asking: this app has no approver. Pass "
+            f"create_app(approve=callable), a function (tool_name, tool_input) -> bool that is called before each "
+            f"call of a dangerous tool, or leave these tools out", UserWarning, stacklevel=3)
 
 
 def _keep_first(tools: dict[str, Tool], tool: Tool) -> None:
