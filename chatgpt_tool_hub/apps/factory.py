@@ -178,8 +178,9 @@ def _warn_unapproved(tools: Sequence[Tool]) -> None:
     """One ``UserWarning`` per app built without an approver that has dangerous tools: they run without asking."""
     names = [tool.name for tool in tools if getattr(tool, "dangerous", False)]
     if names:
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         warnings.warn(
-            f"dangerous tool(s) {', '.join(names)} will run without asking: this app has no approver. Pass "
+            f"dangerous tool(s) {shown} will run without asking: this app has no approver. Pass "
             f"create_app(approve=callable), a function (tool_name, tool_input) -> bool that is called before each "
             f"call of a dangerous tool, or leave these tools out", UserWarning, stacklevel=3)
 
