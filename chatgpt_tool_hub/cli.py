@@ -10,18 +10,15 @@ the line before is not shown again), never as raw records or tracebacks.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
-from dataclasses import replace
 from typing import Any, Sequence
 
 from . import __version__
 from .console import EventView, console_approver, make_console, print_tools
-from .console.terminal import HELP, TerminalSession, empty_reply_help, run_question, unknown_tool_message
 from .errors import ConfigError, ModelFeedbackError, ToolHubError, ToolInputError
 
-__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_CONFIG", "EXIT_USAGE", "HELP"]
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_CONFIG", "EXIT_USAGE"]
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_USAGE = 0, 1, 2, 2
 HISTORY_FILE = os.path.join(os.path.expanduser("~"), ".tool_hub_history")
@@ -58,6 +55,7 @@ def _requested_tools(text: str | None) -> list[str] | None:
     """``--tools a,b``: the names, checked against the registry (``did you mean``) before anything is built."""
     if not text:
         return None
+    from .console.terminal import unknown_tool_message
     from .tools.tool_register import main_tool_register
 
     names = [name.strip() for name in text.split(",") if name.strip()]
@@ -85,6 +83,8 @@ def cmd_ask(args) -> int:
     if not question:
         raise CommandError("tool-hub ask: the question is empty; write it after ask, e.g. tool-hub ask \"hello\"",
                            EXIT_USAGE)
+    from .console.terminal import empty_reply_help, run_question
+
     console = make_console()
     app = _create_app(args, console)
     view = EventView(console, verbose=args.verbose)
@@ -99,6 +99,8 @@ def cmd_ask(args) -> int:
 
 
 def cmd_repl(args) -> int:
+    from .console.terminal import TerminalSession
+
     console = make_console()
     app = _create_app(args, console)
     _load_readline()
@@ -140,6 +142,8 @@ def _for_a_person(message: str) -> str:
 def _pure_config():
     """The settings of a tool run alone: engine settings are never read (a bad THINK_DEPTH does not matter),
     and the workspace is the current folder unless ``workspace_dir`` / ``WORKSPACE_DIR`` names one."""
+    from dataclasses import replace
+
     from .apps.factory import env_prefixes
     from .apps.settings import ENGINE_ONLY_KEYS, load_settings
     from .tools.tool_register import main_tool_register
@@ -157,6 +161,13 @@ def _workspace_note(config, workspace: Any) -> str:
                 f"WORKSPACE_DIR names another folder).")
     where = "the environment" if source == "environment" else source
     return f"The workspace is {workspace} (WORKSPACE_DIR, from {where}); unset it to work in the current folder."
+
+
+def _plugins_may_be_configured() -> bool:
+    """False when no source can hold ``openapi_plugins`` / ``mcp_servers``: the settings need not be loaded."""
+    if any(name.lower() in ("openapi_plugins", "mcp_servers", "config_path", "env_file") for name in os.environ):
+        return True
+    return os.path.isfile("config.json") or os.path.isfile(".env")
 
 
 def _remote_configured(config) -> bool:
@@ -185,11 +196,15 @@ def _close_all(tools: Sequence[Any]) -> None:
 
 def cmd_run(args) -> int:
     from .apps.context import build_context
+    from .console.terminal import unknown_tool_message
     from .tools.tool_register import main_tool_register
+
+    from .apps.logs import guard_logs
 
     registry = main_tool_register
     config = _pure_config()
     context = build_context(config, registry)
+    guard_logs(context.redactor)  # the configured keys never reach a log line
     owned: list = []
     if registry.resolve_name(args.tool) is not None:
         tool = registry.build(args.tool, context=context)
@@ -223,8 +238,8 @@ def cmd_tools(args) -> int:
 
     rows: list[tuple] = [(e.name, e.description, e.required_keys, e.default) for e in main_tool_register.entries()]
     console = make_console()
-    config = _pure_config()
-    if not _remote_configured(config):
+    config = _pure_config() if _plugins_may_be_configured() else None
+    if config is None or not _remote_configured(config):
         print_tools(console, rows)
         return EXIT_OK
     from .apps.context import build_context
@@ -293,9 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error argparse has printed
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_USAGE)
+    import logging
+
     func = getattr(args, "func", cmd_repl)
     err = make_console(stderr=True)
-    handler = _LogLines(err)
+    handler = _log_lines(err)
     package_logger = logging.getLogger("chatgpt_tool_hub")
     package_logger.addHandler(handler)
     try:
@@ -320,32 +337,37 @@ def _print_error(console, text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=not console.is_terminal)
 
 
-class _LogLines(logging.Handler):
-    """The package's log records as ``warning: ...`` lines on stderr: no traceback unless DEBUG is on, and a
-    record that repeats the one before is not shown again (three empty replies make one line)."""
+def _log_lines(console):
+    """A handler for the package's log records (see :class:`_LogLines`)."""
+    import logging
 
-    def __init__(self, console):
-        super().__init__(logging.NOTSET)
-        self.console = console
-        self._last: str | None = None
-        from .apps.logs import redaction_filter
+    class _LogLines(logging.Handler):
+        """The package's log records as ``warning: ...`` lines on stderr: no traceback unless DEBUG is on, and a
+        record that repeats the one before is not shown again (three empty replies make one line)."""
 
-        self.addFilter(redaction_filter())
+        def __init__(self) -> None:
+            super().__init__(logging.NOTSET)
+            self._last: str | None = None
 
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = record.getMessage()
-            debug = logging.getLogger("chatgpt_tool_hub").isEnabledFor(logging.DEBUG)
-            if record.levelno < logging.WARNING or debug:
-                text = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s").format(record)
-            else:
-                if message == self._last:
-                    return
-                text = f"{record.levelname.lower()}: {message}"
-            self._last = message
-            _print_error(self.console, text)
-        except Exception:  # pragma: no cover - logging must never break the command
-            self.handleError(record)
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                from .apps.logs import redaction_filter  # here: importing the apps package takes a while
+
+                message = redaction_filter().redact(record.getMessage())
+                debug = logging.getLogger("chatgpt_tool_hub").isEnabledFor(logging.DEBUG)
+                if record.levelno < logging.WARNING or debug:
+                    text = redaction_filter().redact(
+                        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s").format(record))
+                else:
+                    if message == self._last:
+                        return
+                    text = f"{record.levelname.lower()}: {message}"
+                self._last = message
+                _print_error(console, text)
+            except Exception:  # pragma: no cover - logging must never break the command
+                self.handleError(record)
+
+    return _LogLines()
 
 
 def _load_readline() -> None:

@@ -230,3 +230,24 @@ def test_speech_parts_cut_at_sentences_then_words():
     parts = speech_parts("word " * 50, 20)
     assert all(len(p) <= 20 for p in parts) and " ".join(parts) == " ".join(["word"] * 50)
     assert speech_parts("  ** ", 10) == []
+
+
+def test_the_terminal_starts_without_torch_even_with_expert_tools(chat_server, tmp_path):
+    """torch is imported when an expert tool is first called, not when tool-hub starts or lists its tools."""
+    import subprocess
+    import sys
+
+    code = (
+        "import builtins, sys\n"
+        "lines = iter(['/tools', '/add image-captioning', '/exit'])\n"
+        "builtins.input = lambda prompt='': next(lines)\n"
+        "from chatgpt_tool_hub import cli\n"
+        "status = cli.main(['--tools', 'speech-recognition,text-to-speech'])\n"
+        "print('status', status, 'torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root), "LLM_API_BASE_URL": chat_server.url,
+                               "COLUMNS": "200"})
+    assert proc.stdout.strip().endswith("status 0 False False"), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "added image-captioning" in proc.stdout and chat_server.bodies == []

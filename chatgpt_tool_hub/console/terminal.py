@@ -20,7 +20,6 @@ from typing import Any, Callable, Iterable
 
 from ..config import DEFAULT_BASE_URL, Settings
 from ..errors import ModelFeedbackError, RunError, ToolHubError, UserError
-from ..tools.base import ToolResult
 from . import EventView, print_session_tools
 from .transcript import Transcript, Turn, copy_to_clipboard
 
@@ -372,6 +371,7 @@ class TerminalSession:
             return self.say(f"/voice takes a WAV file; {source} is not one (convert it first, e.g. "
                             f"ffmpeg -i {Path(source).name} question.wav)")
         from ..apps.files import ingest_file
+        from ..tools.base import ToolResult
 
         workspace = Path(self.app.context.workspace)
         try:
