@@ -25,6 +25,7 @@ from ..llm.base import LLM
 from ..llm.build import NO_LLM_HELP, build_llm
 from ..redact import Redactor
 from ..tools.base import Tool
+from ..tools.builtin._workspace import DEFER_CREATION
 from ..tools.context import AppContext
 from ..tools.registry import ToolRegistry
 from .app import App
@@ -90,6 +91,8 @@ class AppFactory:
         guard_logs(context.redactor)  # the app's keys never reach the package's logs
         configure_logging(bool(config["debug"]))
         owned: list[Tool] = []
+        # the app's tools make the workspace folder on first use: a failed or idle app leaves none behind
+        deferred = DEFER_CREATION.set(True)
         try:
             tools = self._build_tools(context, tools_list, config, owned)
             if llm is None:
@@ -98,6 +101,8 @@ class AppFactory:
         except BaseException:
             _close_tools(owned)  # e.g. MCP connections opened before a later tool failed
             raise
+        finally:
+            DEFER_CREATION.reset(deferred)
         if approve is None:
             _warn_unapproved(tools)
         # an app that is dropped without close() (the chatbot's "$tool reset" builds a new one each

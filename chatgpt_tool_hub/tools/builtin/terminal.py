@@ -34,6 +34,7 @@ from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
 from ._nsfc import NSFC_RULES, nsfc_check
 from ._sandbox import describe_signal, run_sandboxed, scrubbed_env, strip_control
+from ._workspace import make_folder
 
 __all__ = ["TerminalTool", "nsfc_check", "NSFC_RULES"]
 
@@ -61,7 +62,8 @@ class TerminalTool(Tool):
         self.return_err_output = bool(return_err_output)
         self.nsfc_filter = bool(nsfc_filter)
         self.max_memory_mb = int(max_memory_mb)  # 0: none (shells start programs that reserve much)
-        self.workspace = Path(workspace_dir).expanduser().resolve()  # made on first use
+        self.workspace = Path(workspace_dir).expanduser().resolve()
+        make_folder(self.workspace)  # for an app: on first use
         self.shell = shutil.which("bash", path=scrubbed_env()["PATH"]) or "/bin/sh"
 
     @classmethod
