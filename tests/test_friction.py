@@ -190,6 +190,22 @@ def test_the_workspace_is_made_on_first_use(tmp_path):
         app.close()
 
 
+def test_a_refused_path_makes_no_folder_and_a_tool_built_alone_makes_it_at_once(tmp_path):
+    from chatgpt_tool_hub.tools.builtin.files import ReadFileTool
+
+    llm = ScriptedLLM([act("read-file", "/etc/passwd"), act("list-dir", "../x"), answer("refused")])
+    app = AppFactory().create_app(tools_list=["read-file", "list-dir"], llm=llm, no_default=True,
+                                  workspace_dir=str(tmp_path / "app-ws"))
+    try:
+        result = app.run("read it")
+    finally:
+        app.close()
+    assert [s.status for s in result.steps] == ["error", "error"]
+    assert not (tmp_path / "app-ws").exists()
+    ReadFileTool(workspace_dir=tmp_path / "alone").close()  # built alone: its folder, as before
+    assert (tmp_path / "alone").is_dir()
+
+
 # ---- dangerous tools without an approver -------------------------------------------------------------------
 
 
