@@ -77,6 +77,12 @@ def test_timeout_rebuilds_python_and_terminal(server_env, monkeypatch, capsys):
     assert "longer than 1 s" in observation and "woke" not in observation
 
 
+def test_rebuilt_and_added_tools_make_the_workspace_on_first_use(server_env, monkeypatch, capsys, tmp_path):
+    out = terminal(monkeypatch, capsys, "/timeout 3", "/add terminal", "/add write-file")
+    assert "added write-file" in out
+    assert not (tmp_path / "ws").exists()
+
+
 def test_timeout_without_python_or_terminal(server_env, monkeypatch, capsys):
     monkeypatch.setenv("NO_DEFAULT", "true")
     out = terminal(monkeypatch, capsys, "/timeout")

@@ -220,6 +220,18 @@ class TerminalSession:
             return context
         return replace(context, settings=Settings({**dict(context.settings), **self.overrides}))
 
+    def _build(self, name: str) -> Any:
+        """A tool built as create_app builds them: with the session's context, its folder made on first use."""
+        from ..tools.builtin._workspace import DEFER_CREATION
+
+        deferred = DEFER_CREATION.set(True)
+        try:
+            tool = self._context().build_tool(name)
+            tool.parameter_schema  # noqa: B018 - checked now, as create_app does
+        finally:
+            DEFER_CREATION.reset(deferred)
+        return tool
+
     def _registered(self, name: str) -> str | None:
         registry = self.app.context.registry
         resolved = registry.resolve_name(name) if registry is not None else None
@@ -243,8 +255,7 @@ class TerminalSession:
         if self._session_tool(resolved) is not None:
             return self.say(f"{resolved} is already a tool of this session")
         try:
-            tool = self._context().build_tool(resolved)
-            tool.parameter_schema  # noqa: B018 - checked now, as create_app does
+            tool = self._build(resolved)
         except ToolHubError as exc:
             return self.say(f"cannot add {resolved}: {exc}")
         self.app.add_tool(tool)
@@ -277,10 +288,9 @@ class TerminalSession:
             return self.say("usage: /timeout N (seconds, a number > 0)")
         before = dict(self.overrides)
         self.overrides.update({f"{name}_timeout": seconds for name in TIMEOUT_TOOLS})
-        context = self._context()
         for name, old in present:  # rebuilt with the new setting; the old one is closed
             try:
-                new = context.build_tool(name)
+                new = self._build(name)
             except ToolHubError as exc:
                 self.overrides = before
                 return self.say(f"cannot set the timeout: {exc}")
