@@ -26,11 +26,11 @@ a file, so an app that fails to build or never touches a file leaves no
 folder behind. Its path is resolved when the tool is built, and a folder that
 resolves elsewhere by the time it is made (a symbolic link put in its place)
 is refused. Every walk starts from (a duplicate of) that descriptor, so
-replacing the
-folder by a symbolic link cannot redirect a call; each call also compares the
-path's ``(st_dev, st_ino)`` with the folder's and fails ("the workspace folder
-was replaced or moved") when they differ. ``close()`` (and garbage collection)
-closes the descriptor; the next call reopens it and insists on the same folder.
+replacing the folder by a symbolic link cannot redirect a call; each call also
+compares the path's ``(st_dev, st_ino)`` with the folder's and fails ("the
+workspace folder was replaced or moved") when they differ. ``close()`` (and
+garbage collection) closes the descriptor; the next call reopens it and
+insists on the same folder.
 
 The app's configuration sources (``protected``: the ``config.json`` and
 ``.env`` the app was configured from: the app context's ``config_sources``) and,
