@@ -252,7 +252,8 @@ def test_global_options_after_the_command(server_env, capsys):
 
 
 @pytest.mark.parametrize("argv", [["bogus"], ["ask"], ["ask", "  "], ["run"], ["ask", "--depth", "x", "hi"]])
-def test_usage_errors_exit_2_and_never_raise(argv, capsys):
+def test_usage_errors_exit_2_and_never_raise(argv, capsys, monkeypatch):
+    monkeypatch.setenv("LLM_API_BASE_URL", "http://127.0.0.1:9/v1")  # an LLM is configured (and never called)
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.strip()
 
