@@ -1,7 +1,10 @@
 """``tool-hub``: ask, the LLM-OS terminal, run one tool, list tools, offline demo.
 
-The view (``console``: event panels, the approval prompt, the tool table) is an
-observer of the engine's events; library code never prints.
+The view (``console``: event panels, the approval prompt, the tool tables) is
+an observer of the engine's events, and the terminal's session and its ``/``
+commands live in ``console.terminal``; library code never prints. The
+package's log records are shown here as ``warning: ...`` lines (a repeat of
+the line before is not shown again), never as raw records or tracebacks.
 """
 
 from __future__ import annotations
@@ -13,22 +16,54 @@ from typing import Any, Sequence
 
 from . import __version__
 from .console import EventView, console_approver, make_console, print_tools
-from .errors import ConfigError, RunError, ToolHubError, UserError
+from .errors import ConfigError, ModelFeedbackError, ToolHubError, ToolInputError
 
-EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 2
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_CONFIG", "EXIT_USAGE"]
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_USAGE = 0, 1, 2, 2
 HISTORY_FILE = os.path.join(os.path.expanduser("~"), ".tool_hub_history")
 
-HELP = """Commands:
-  /tools        list the tools of this session
-  /reset        forget the conversation
-  /depth N      allow N tool calls per question
-  /model NAME   switch the chat model
-  /image PATH   hand an image (or WAV audio) to the conversation
-  /help         this text
-  /exit         leave (Ctrl-D works too)"""
+DESCRIPTION = """A tool engine for LLMs: ask, chat, run tools.
+
+Without a command, tool-hub opens the LLM-OS terminal: a chat with memory, in
+which the model's thoughts, tool calls and observations show as panels, and
+/commands (/help lists them) add and remove tools, save or undo turns, and more."""
+
+EPILOG = """--model, --tools and --depth go before the command or after "ask".
+
+examples:
+  tool-hub                                     the LLM-OS terminal
+  tool-hub ask "What is the 30th Fibonacci number?"
+  tool-hub ask --depth 5 -v "How many primes are there below 100000?"
+  tool-hub run python "print(sum(range(101)))"  one tool, no LLM, in the current folder
+  tool-hub tools                               every tool (also OPENAPI_PLUGINS / MCP_SERVERS ones)
+  tool-hub demo                                offline demo, no key needed"""
 
 
-# ---- commands ----------------------------------------------------------------------------
+class CommandError(Exception):
+    """A failure the command explains itself: printed as it is, with its exit status."""
+
+    def __init__(self, message: str, status: int = EXIT_ERROR):
+        super().__init__(message)
+        self.status = status
+
+
+# ---- ask and the terminal ------------------------------------------------------------------------
+
+
+def _requested_tools(text: str | None) -> list[str] | None:
+    """``--tools a,b``: the names, checked against the registry (``did you mean``) before anything is built."""
+    if not text:
+        return None
+    from .console.terminal import unknown_tool_message
+    from .tools.tool_register import main_tool_register
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if main_tool_register.resolve_name(name) is None:
+            raise CommandError(unknown_tool_message(name, main_tool_register.get_registered_tool_names()),
+                               EXIT_USAGE)
+    return names
 
 
 def _create_app(args, console, **extra: Any):
@@ -39,34 +74,38 @@ def _create_app(args, console, **extra: Any):
         kwargs["model_name"] = args.model
     if getattr(args, "depth", None) is not None:
         kwargs["think_depth"] = args.depth
-    tools = args.tools.split(",") if getattr(args, "tools", None) else None
+    tools = _requested_tools(getattr(args, "tools", None))
     return AppFactory().create_app(tools_list=tools, approve=console_approver(console), **kwargs)
 
 
 def cmd_ask(args) -> int:
+    question = " ".join(args.question).strip()
+    if not question:
+        raise CommandError("tool-hub ask: the question is empty; write it after ask, e.g. tool-hub ask \"hello\"",
+                           EXIT_USAGE)
+    from .console.terminal import empty_reply_help, run_question
+
     console = make_console()
     app = _create_app(args, console)
     view = EventView(console, verbose=args.verbose)
     try:
-        for event in app.stream(" ".join(args.question), files=args.file or ()):
-            view(event)
+        outcome = run_question(app, question, view, files=args.file or ())
     finally:
         view.close()
         app.close()
+    if outcome.empty:
+        raise CommandError(f"error: {empty_reply_help(app)}", EXIT_ERROR)
     return EXIT_OK
 
 
 def cmd_repl(args) -> int:
+    from .console.terminal import TerminalSession
+
     console = make_console()
     app = _create_app(args, console)
     _load_readline()
-    from rich.markup import escape
-
-    console.print(f"[bold]LLM-OS[/] · chatgpt_tool_hub {__version__} · model "
-                  f"[cyan]{escape(str(getattr(app.llm, 'model_name', '?')))}[/] · tools: "
-                  f"{escape(', '.join(app.tool_names)) or '(none)'}")
-    console.print("Type a question, or /help. Ctrl-D to leave.\n")
-    view = EventView(console, verbose=True)
+    session = TerminalSession(app, console)
+    session.banner(__version__)
     try:
         while True:
             try:
@@ -74,91 +113,149 @@ def cmd_repl(args) -> int:
             except (EOFError, KeyboardInterrupt):
                 console.print()
                 break
-            if not line:
-                continue
-            if line.startswith("/"):
-                if _repl_command(line, app, console):
-                    break
-                continue
-            try:
-                for event in app.stream(line):
-                    view(event)
-            except KeyboardInterrupt:
-                console.print("[red]interrupted[/]")
-            except (RunError, UserError) as exc:
-                from rich.markup import escape
-
-                console.print(f"[red]{type(exc).__name__}:[/] {escape(str(exc))}", markup=True, soft_wrap=True)
-            finally:
-                view.close()
+            if session.handle(line):
+                break
     finally:
         _save_readline()
         app.close()
     return EXIT_OK
 
 
-def _repl_command(line: str, app, console) -> bool:
-    """Handle a /command; True means leave."""
-    name, _, arg = line.partition(" ")
-    arg = arg.strip()
-    if name in ("/exit", "/quit"):
+# ---- one tool, no LLM ------------------------------------------------------------------------------------
+
+# what the tools tell a model, and what a person at the command line reads instead
+_FOR_A_PERSON = (
+    (" from an earlier observation", ""),
+    ("; use a file name, never invent one", ""),
+    ("; use a file name", ""),
+    ("; list-dir shows what is there.", "."),
+    (" list-dir shows what is there.", ""),
+)
+
+
+def _for_a_person(message: str) -> str:
+    for old, new in _FOR_A_PERSON:
+        message = message.replace(old, new)
+    return message.strip()
+
+
+def _pure_config():
+    """The settings of a tool run alone: engine settings are never read (a bad THINK_DEPTH does not matter),
+    and the workspace is the current folder unless ``workspace_dir`` / ``WORKSPACE_DIR`` names one."""
+    from dataclasses import replace
+
+    from .apps.factory import env_prefixes
+    from .apps.settings import ENGINE_ONLY_KEYS, load_settings
+    from .tools.tool_register import main_tool_register
+
+    config = load_settings({}, tool_prefixes=env_prefixes(main_tool_register), unused=ENGINE_ONLY_KEYS)
+    if config.sources.get("workspace_dir", "default") == "default":
+        config = replace(config, values={**config.values, "workspace_dir": os.getcwd()})
+    return config
+
+
+def _workspace_note(config, workspace: Any) -> str:
+    source = config.sources.get("workspace_dir", "default")
+    if source == "default":
+        return (f"The workspace is the current folder, {workspace} (tool-hub run works there unless "
+                f"WORKSPACE_DIR names another folder).")
+    where = "the environment" if source == "environment" else source
+    return f"The workspace is {workspace} (WORKSPACE_DIR, from {where}); unset it to work in the current folder."
+
+
+def _plugins_may_be_configured() -> bool:
+    """False when no source can hold ``openapi_plugins`` / ``mcp_servers``: the settings need not be loaded."""
+    if any(name.lower() in ("openapi_plugins", "mcp_servers", "config_path", "env_file") for name in os.environ):
         return True
-    if name == "/tools":
-        print_tools(console, [(t.name, t.description, []) for t in app.tools])
-    elif name == "/reset":
-        app.reset()
-        console.print("conversation forgotten")
-    elif name == "/depth":
-        if not arg.isdigit():
-            console.print("usage: /depth N (a whole number >= 0)")
-        else:
-            app.set_think_depth(int(arg))
-            console.print(f"think depth is now {arg}")
-    elif name == "/model":
-        if not arg:
-            console.print(f"model: {getattr(app.llm, 'model_name', '?')}; usage: /model NAME")
-        else:
-            try:
-                app.set_model(arg)
-                console.print(f"model is now {arg}")
-            except ToolHubError as exc:
-                console.print(f"cannot switch model: {exc}", markup=False)
-    elif name in ("/image", "/file", "/audio"):
-        if not arg:
-            console.print(f"usage: {name} PATH", markup=False)
-        else:
-            try:
-                saved = app.add_file(arg.strip("'\""))
-                console.print(f"received: saved as {saved} in the workspace", markup=False)
-            except ToolHubError as exc:
-                console.print(f"cannot use that file: {exc}", markup=False)
-    elif name == "/help":
-        console.print(HELP, markup=False)
-    else:
-        console.print(f"unknown command {name}; /help lists them", markup=False)
-    return False
+    return os.path.isfile("config.json") or os.path.isfile(".env")
+
+
+def _remote_configured(config) -> bool:
+    return any(config.get(key) not in (None, "", []) for key in ("openapi_plugins", "mcp_servers"))
+
+
+def _load_remote(config, workspace: Any) -> list:
+    """The tools of the configured OpenAPI plugins and MCP servers, as ``create_app`` builds them."""
+    from .apps.factory import _remote_tools
+
+    owned: list = []
+    try:
+        return _remote_tools(config, owned, workspace=workspace)
+    except BaseException:
+        _close_all(owned)
+        raise
+
+
+def _close_all(tools: Sequence[Any]) -> None:
+    for tool in tools:
+        try:
+            tool.close()
+        except Exception:
+            pass
 
 
 def cmd_run(args) -> int:
-    from .apps.factory import env_prefixes
-    from .apps.settings import load_settings
+    from .apps.context import build_context
+    from .console.terminal import unknown_tool_message
     from .tools.tool_register import main_tool_register
 
+    from .apps.logs import guard_logs
+
     registry = main_tool_register
-    config = load_settings({}, tool_prefixes=env_prefixes(registry))
-    tool = registry.build(args.tool, **config.values)
+    config = _pure_config()
+    context = build_context(config, registry)
+    guard_logs(context.redactor)  # the configured keys never reach a log line
+    owned: list = []
+    if registry.resolve_name(args.tool) is not None:
+        tool = registry.build(args.tool, context=context)
+        owned.append(tool)
+    else:
+        owned = _load_remote(config, context.workspace) if _remote_configured(config) else []
+        by_name = {t.name: t for t in owned}
+        tool = by_name.get(args.tool) or next((t for n, t in by_name.items() if n.lower() == args.tool.lower()),
+                                              None)
+        if tool is None:
+            _close_all(owned)
+            raise CommandError(f"configuration error: "
+                               f"{unknown_tool_message(args.tool, [*registry.get_registered_tool_names(), *by_name])}",
+                               EXIT_CONFIG)
     try:
-        print(tool.run(" ".join(args.input)))
+        output = tool.run(" ".join(args.input))
+    except ModelFeedbackError as exc:
+        message = _for_a_person(str(exc))
+        if "file" in message.lower() or "workspace" in message.lower() or "path" in message.lower():
+            message = f"{message} {_workspace_note(config, context.workspace)}"
+        raise CommandError(f"{tool.name}: {message}",
+                           EXIT_USAGE if isinstance(exc, ToolInputError) else EXIT_ERROR) from None
     finally:
-        tool.close()
+        _close_all(owned)
+    print(output)
     return EXIT_OK
 
 
 def cmd_tools(args) -> int:
     from .tools.tool_register import main_tool_register
 
-    rows = [(e.name, e.description, e.required_keys, e.default) for e in main_tool_register.entries()]
-    print_tools(make_console(), rows)
+    rows: list[tuple] = [(e.name, e.description, e.required_keys, e.default) for e in main_tool_register.entries()]
+    console = make_console()
+    config = _pure_config() if _plugins_may_be_configured() else None
+    if config is None or not _remote_configured(config):
+        print_tools(console, rows)
+        return EXIT_OK
+    from .apps.context import build_context
+
+    try:
+        remote = _load_remote(config, build_context(config, main_tool_register).workspace)
+    except ToolHubError:
+        print_tools(console, rows)  # the registry's tools still, then why the plugins are missing
+        raise
+    try:
+        for tool in remote:
+            source = "MCP_SERVERS" if "mcp" in type(tool).__module__ else "OPENAPI_PLUGINS"
+            rows.append((tool.name, f"(from {source}) {tool.description}", [], False))
+        print_tools(console, rows)
+    finally:
+        _close_all(remote)
     return EXIT_OK
 
 
@@ -171,23 +268,33 @@ def cmd_demo(args) -> int:
 # ---- entry point ---------------------------------------------------------------------------------
 
 
+def _add_app_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """``--model``, ``--tools``, ``--depth``: before the command, and again on ``ask`` (where a value given
+    there wins; SUPPRESS keeps an absent one from resetting the value given before the command)."""
+    default: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+    parser.add_argument("--model", help="chat model (overrides MODEL_NAME)", **default)
+    parser.add_argument("--tools", help="comma-separated tool names to add", **default)
+    parser.add_argument("--depth", type=int, help="max tool calls per question (THINK_DEPTH)", **default)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tool-hub", description="A tool engine for LLMs: ask, chat, run tools.")
+    parser = argparse.ArgumentParser(prog="tool-hub", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"chatgpt_tool_hub {__version__}")
-    parser.add_argument("--model", help="chat model (overrides MODEL_NAME)")
-    parser.add_argument("--tools", help="comma-separated tool names to add")
-    parser.add_argument("--depth", type=int, help="max tool calls per question (THINK_DEPTH)")
-    sub = parser.add_subparsers(dest="command")
+    _add_app_options(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                description="without a command: the LLM-OS terminal")
     ask = sub.add_parser("ask", help="answer one question")
     ask.add_argument("question", nargs="+")
     ask.add_argument("-v", "--verbose", action="store_true", help="show the inner monologue")
     ask.add_argument("-f", "--file", action="append", help="an image or WAV file to hand over (repeatable)")
+    _add_app_options(ask, suppress=True)
     ask.set_defaults(func=cmd_ask)
-    run = sub.add_parser("run", help="run one tool on an input (pure mode, no LLM)")
+    run = sub.add_parser("run", help="run one tool on an input (pure mode, no LLM), in the current folder")
     run.add_argument("tool")
     run.add_argument("input", nargs="*", default=[])
     run.set_defaults(func=cmd_run)
-    tools = sub.add_parser("tools", help="list the registered tools")
+    tools = sub.add_parser("tools", help="list the tools (registered ones, OPENAPI_PLUGINS and MCP_SERVERS)")
     tools.set_defaults(func=cmd_tools)
     demo = sub.add_parser("demo", help="offline demo: a scripted controller drives the real tools")
     demo.add_argument("--workspace", default=None, help="folder for the tools (default: a temporary one)")
@@ -196,19 +303,71 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run ``tool-hub`` with ``argv`` and return the exit status (usage errors too: 2, never ``SystemExit``)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse has printed
+        return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_USAGE)
+    import logging
+
     func = getattr(args, "func", cmd_repl)
     err = make_console(stderr=True)
+    handler = _log_lines(err)
+    package_logger = logging.getLogger("chatgpt_tool_hub")
+    package_logger.addHandler(handler)
     try:
         return func(args)
-    except ConfigError as exc:  # soft_wrap: messages stay greppable, never broken mid-phrase
-        err.print(f"configuration error: {exc}", markup=False, highlight=False, soft_wrap=True)
+    except CommandError as exc:
+        _print_error(err, str(exc))
+        return exc.status
+    except ConfigError as exc:
+        _print_error(err, f"configuration error: {exc}")
         return EXIT_CONFIG
     except ToolHubError as exc:
-        err.print(f"{type(exc).__name__}: {exc}", markup=False, highlight=False, soft_wrap=True)
+        _print_error(err, f"{type(exc).__name__}: {exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    finally:
+        package_logger.removeHandler(handler)
+
+
+def _print_error(console, text: str) -> None:
+    """One message; on a terminal wrapped at words, elsewhere on one line (greppable, never broken mid-phrase)."""
+    console.print(text, markup=False, highlight=False, soft_wrap=not console.is_terminal)
+
+
+def _log_lines(console):
+    """A handler for the package's log records (see :class:`_LogLines`)."""
+    import logging
+
+    class _LogLines(logging.Handler):
+        """The package's log records as ``warning: ...`` lines on stderr: no traceback unless DEBUG is on, and a
+        record that repeats the one before is not shown again (three empty replies make one line)."""
+
+        def __init__(self) -> None:
+            super().__init__(logging.NOTSET)
+            self._last: str | None = None
+
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                from .apps.logs import redaction_filter  # here: importing the apps package takes a while
+
+                message = redaction_filter().redact(record.getMessage())
+                debug = logging.getLogger("chatgpt_tool_hub").isEnabledFor(logging.DEBUG)
+                if record.levelno < logging.WARNING or debug:
+                    text = redaction_filter().redact(
+                        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s").format(record))
+                else:
+                    if message == self._last:
+                        return
+                    text = f"{record.levelname.lower()}: {message}"
+                self._last = message
+                _print_error(console, text)
+            except Exception:  # pragma: no cover - logging must never break the command
+                self.handleError(record)
+
+    return _LogLines()
 
 
 def _load_readline() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 import weakref
 from dataclasses import replace
 from functools import partial
@@ -24,6 +25,7 @@ from ..llm.base import LLM
 from ..llm.build import NO_LLM_HELP, build_llm
 from ..redact import Redactor
 from ..tools.base import Tool
+from ..tools.builtin._workspace import DEFER_CREATION
 from ..tools.context import AppContext
 from ..tools.registry import ToolRegistry
 from .app import App
@@ -89,6 +91,8 @@ class AppFactory:
         guard_logs(context.redactor)  # the app's keys never reach the package's logs
         configure_logging(bool(config["debug"]))
         owned: list[Tool] = []
+        # the app's tools make the workspace folder on first use: a failed or idle app leaves none behind
+        deferred = DEFER_CREATION.set(True)
         try:
             tools = self._build_tools(context, tools_list, config, owned)
             if llm is None:
@@ -97,6 +101,10 @@ class AppFactory:
         except BaseException:
             _close_tools(owned)  # e.g. MCP connections opened before a later tool failed
             raise
+        finally:
+            DEFER_CREATION.reset(deferred)
+        if approve is None:
+            _warn_unapproved(tools)
         # an app that is dropped without close() (the chatbot's "$tool reset" builds a new one each
         # time) still releases what was opened for it: MCP connections, planner threads
         finalizer = weakref.finalize(app, _release, owned, getattr(app, "_pool", None))
@@ -169,6 +177,17 @@ class AppFactory:
         for tool in tools.values():
             tool.parameter_schema  # noqa: B018 - normalised and checked once, now: a bad schema fails here
         return list(tools.values())
+
+
+def _warn_unapproved(tools: Sequence[Tool]) -> None:
+    """One ``UserWarning`` per app built without an approver that has dangerous tools: they run without asking."""
+    names = [tool.name for tool in tools if getattr(tool, "dangerous", False)]
+    if names:
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        warnings.warn(
+            f"dangerous tool(s) {shown} will run without asking: this app has no approver. Pass "
+            f"create_app(approve=callable), a function (tool_name, tool_input) -> bool that is called before each "
+            f"call of a dangerous tool, or leave these tools out", UserWarning, stacklevel=3)
 
 
 def _keep_first(tools: dict[str, Tool], tool: Tool) -> None:

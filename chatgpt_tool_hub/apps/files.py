@@ -58,9 +58,10 @@ def _feedback_as_user_error(func, *args: Any) -> str:
         return func(*args)
     except ModelFeedbackError as exc:
         raise UserError(str(exc)) from None
-    except ImportError as exc:  # Pillow / numpy come with the experts extra
-        raise UserError(f"handing files to an app needs {exc.name or 'Pillow'}: "
-                        f'pip install "chatgpt-tool-hub[experts]"') from None
+    except ImportError as exc:  # images need Pillow only: the images extra (the experts extra has it too)
+        missing = "Pillow" if exc.name in (None, "PIL") else exc.name
+        raise UserError(f'handing files to an app needs {missing}: pip install "chatgpt-tool-hub[images]" '
+                        f'(Pillow only; "chatgpt-tool-hub[experts]" has it too)') from None
 
 
 def describe(kind: str, name: str, tools: dict[str, Tool]) -> str:

@@ -16,10 +16,14 @@ from typing import Any, Iterable, Mapping
 from ..config import SETTINGS, coerce, config_sources, defaults, is_unset
 from ..errors import ConfigError
 
-__all__ = ["ResolvedConfig", "load_settings", "read_config_json", "read_env_file"]
+__all__ = ["ResolvedConfig", "load_settings", "read_config_json", "read_env_file", "ENGINE_ONLY_KEYS"]
 
 # keywords that steer loading itself and are not settings
 _LOADER_KEYS = {"config_path", "env_file"}
+# settings only an app's engine reads, never a tool: a tool run alone (pure mode) passes them as ``unused``
+ENGINE_ONLY_KEYS = ("think_depth", "max_parse_retries", "memory_max_tokens", "observation_max_chars",
+                    "tool_prompt_max_tokens", "tool_calling", "prompt_language", "max_llm_calls", "max_tool_calls",
+                    "no_default")
 
 
 @dataclass
@@ -28,6 +32,7 @@ class ResolvedConfig:
     tools: list[str] | None = None           # "tools" from config.json, when present
     sources: dict[str, str] = field(default_factory=dict)  # key -> where its value came from
     config_sources: tuple[str, ...] = ()  # the config.json and .env paths read (or that would be read)
+    ignored: dict[str, str] = field(default_factory=dict)  # an ``unused`` key with a bad value -> the problem
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -71,13 +76,17 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 def load_settings(kwargs: Mapping[str, Any], *, environ: Mapping[str, str] | None = None,
-                  tool_prefixes: Iterable[str] = (), cwd: Path | None = None) -> ResolvedConfig:
+                  tool_prefixes: Iterable[str] = (), cwd: Path | None = None,
+                  unused: Iterable[str] = ()) -> ResolvedConfig:
     """Merge every source into typed values.
 
     ``tool_prefixes`` (like ``"python_"``) says which environment variables
     besides the table's belong to this app; other environment variables are
-    never read.
+    never read. A bad value of a key in ``unused`` (settings the caller never
+    reads, e.g. :data:`ENGINE_ONLY_KEYS` for a tool run alone) does not fail
+    the load: the key keeps its default and the problem is kept in ``ignored``.
     """
+    unused = set(unused)
     environ = os.environ if environ is None else environ
     cwd = cwd or Path.cwd()
     values: dict[str, Any] = defaults()
@@ -106,13 +115,16 @@ def load_settings(kwargs: Mapping[str, Any], *, environ: Mapping[str, str] | Non
            for k, v in kwargs.items() if k not in _LOADER_KEYS}, "keyword")
 
     typed: dict[str, Any] = {}
+    ignored: dict[str, str] = {}
     for key, value in values.items():
         try:
             typed[key] = coerce(key, value)
         except ConfigError as exc:  # say where the bad value is, so it can be found and fixed
-            raise ConfigError(f"{exc} (the value came from {_describe_source(sources.get(key, 'default'))})",
-                              key=exc.key) from None
-    return ResolvedConfig(typed, tools, sources, config_sources(path, env_path))
+            message = f"{exc} (the value came from {_describe_source(sources.get(key, 'default'))})"
+            if key not in unused or key not in SETTINGS:
+                raise ConfigError(message, key=exc.key) from None
+            typed[key], sources[key], ignored[key] = SETTINGS[key].default, "default", message
+    return ResolvedConfig(typed, tools, sources, config_sources(path, env_path), ignored)
 
 
 def _describe_source(source: str) -> str:

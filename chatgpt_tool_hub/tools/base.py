@@ -188,7 +188,8 @@ class Tool:
 
         A JSON object is taken as the arguments as they are (an unknown name is
         refused, listing the accepted ones); only plain text given to a tool
-        with one parameter becomes that parameter's value. Safe coercions
+        with one parameter becomes that parameter's value, and no input at all
+        leaves every parameter to its default. Safe coercions
         (``"5"`` → ``5`` for an integer, ``null`` for an optional parameter →
         omitted ...) are applied and listed in the result's ``notes``.
         """
@@ -203,7 +204,9 @@ class Tool:
         else:
             text = _as_text(tool_input)
             parsed = _maybe_object(text)
-            if parsed is not None and (not single or single in parsed
+            if not text.strip() and not (single and single in schema.required):
+                arguments = {}  # no input: the parameters' defaults (a missing required one is named)
+            elif parsed is not None and (not single or single in parsed
                                        or "string" not in schema_types(schema.properties.get(single))):
                 arguments = parsed
             elif single:

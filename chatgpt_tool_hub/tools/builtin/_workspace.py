@@ -19,12 +19,18 @@ other hard link (a hard link may be another name of a file outside). Where
 ``dir_fd`` or ``O_NOFOLLOW`` is missing (Windows) the resolved path is opened
 directly.
 
-The workspace folder itself is opened once, with ``O_DIRECTORY|O_NOFOLLOW``,
-and every walk starts from (a duplicate of) that descriptor, so replacing the
-folder by a symbolic link cannot redirect a call; each call also compares the
-path's ``(st_dev, st_ino)`` with the folder's and fails ("the workspace folder
-was replaced or moved") when they differ. ``close()`` (and garbage collection)
-closes the descriptor; the next call reopens it and insists on the same folder.
+The workspace folder is made (when missing) and opened once, with
+``O_DIRECTORY|O_NOFOLLOW``: when the tool is built, or, for the tools
+``create_app`` builds (:data:`DEFER_CREATION`), on the first call that opens
+a file, so an app that fails to build or never touches a file leaves no
+folder behind. Its path is resolved when the tool is built, and a folder that
+resolves elsewhere by the time it is made (a symbolic link put in its place)
+is refused. Every walk starts from (a duplicate of) that descriptor, so
+replacing the folder by a symbolic link cannot redirect a call; each call also
+compares the path's ``(st_dev, st_ino)`` with the folder's and fails ("the
+workspace folder was replaced or moved") when they differ. ``close()`` (and
+garbage collection) closes the descriptor; the next call reopens it and
+insists on the same folder.
 
 The app's configuration sources (``protected``: the ``config.json`` and
 ``.env`` the app was configured from: the app context's ``config_sources``) and,
@@ -42,6 +48,7 @@ can reach any file the application's user can.
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import os
 import re
@@ -55,7 +62,11 @@ from urllib.parse import unquote
 
 from ...errors import ToolExecutionError, ToolInputError
 
-__all__ = ["Workspace", "printable", "CONFIG_NAMES"]
+__all__ = ["Workspace", "printable", "CONFIG_NAMES", "DEFER_CREATION", "make_folder"]
+
+# True while AppFactory.create_app builds an app's tools: their workspace folder is made on first use.
+# A tool built alone (its constructor, from_config, pure mode) makes it at once, as it always did.
+DEFER_CREATION: contextvars.ContextVar[bool] = contextvars.ContextVar("workspace_defer_creation", default=False)
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -73,6 +84,13 @@ _REPLACED = ("the workspace folder was replaced or moved (its path is now missin
              "workspace folder back, or start the app again with workspace_dir naming the folder to use.")
 
 
+def make_folder(path: str | os.PathLike) -> None:
+    """Make a tool's workspace folder now, unless the tool is being built for an app (:data:`DEFER_CREATION`);
+    the tool makes it again before each use either way."""
+    if not DEFER_CREATION.get():
+        Path(path).mkdir(parents=True, exist_ok=True)
+
+
 class _Guard(NamedTuple):
     """The protected files as they are now: ``(dev, ino, folded name)`` of names, ``(dev, ino)`` of files."""
 
@@ -84,17 +102,30 @@ class Workspace:
     """The folder the file tools may use, and safe ways to open paths inside it."""
 
     def __init__(self, root: str | os.PathLike, protected: Iterable[str | os.PathLike] = ()):
-        path = Path(root).expanduser()
-        path.mkdir(parents=True, exist_ok=True)
-        self.root = os.path.realpath(path)
+        self._path = Path(root).expanduser()
+        self.root = os.path.realpath(self._path)  # where the folder is (or will be made on first use)
         # the app's configuration sources; .env and config.json at the root are added by name
         self.protected = tuple(dict.fromkeys(os.path.abspath(os.fspath(p)) for p in protected))
         self._lock = threading.Lock()
         self._fd = -1
         self._closer: weakref.finalize | None = None
         self._identity: tuple[int, int] | None = None
+        if not DEFER_CREATION.get():
+            self._first_use()  # made and pinned now: later calls insist on this folder
+
+    def _first_use(self) -> None:
+        """Make the folder when it is missing and pin it; it must still resolve to ``root``."""
         with self._lock:
-            self._open_root()  # pinned now: later calls insist on this folder
+            if self._identity is not None:
+                return
+            try:
+                self._path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ToolExecutionError(f"cannot create the workspace folder {self.root}: "
+                                         f"{exc.strerror or type(exc).__name__}") from None
+            if os.path.realpath(self._path) != self.root:  # a link was put where the folder was to be
+                raise ToolExecutionError(_REPLACED)
+            self._open_root()
 
     # ---- the workspace folder ------------------------------------------------------------
 
@@ -122,6 +153,7 @@ class Workspace:
 
     def _root_fd(self) -> int:
         """A new descriptor of the workspace folder (a duplicate of the pinned one); the caller closes it."""
+        self._first_use()
         with self._lock:
             if self._fd < 0:
                 self._open_root()
@@ -133,8 +165,13 @@ class Workspace:
             raise
         return fd
 
-    def _check_root(self) -> None:
-        """Fail clearly when the workspace path no longer names the pinned folder."""
+    def _check_root(self, *, create: bool = True) -> None:
+        """Fail clearly when the workspace path no longer names the pinned folder (made first when ``create``;
+        without it, a folder not made yet passes: nothing in it can be reached)."""
+        if create:
+            self._first_use()
+        elif self._identity is None:
+            return
         if _identity_of(self.root) != self._identity:
             raise ToolExecutionError(_REPLACED)
 
@@ -143,7 +180,7 @@ class Workspace:
     def resolve(self, raw: str) -> tuple[str, list[str]]:
         """``(shown, parts)``: the path as shown to the model, and its real components below the root."""
         text = _clean(raw)
-        self._check_root()
+        self._check_root(create=False)  # a path that is refused makes no folder
         if not text:
             return ".", []
         candidate = text if os.path.isabs(text) else os.path.join(self.root, text)

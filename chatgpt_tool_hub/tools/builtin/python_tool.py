@@ -49,6 +49,7 @@ from typing import Any, Iterator, Mapping
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 from ._python_worker import EXIT_PROTOCOL_LOST, MAX_REQUEST, decode_frame, encode_frame
+from ._workspace import make_folder
 from ._sandbox import (OutputCollector, _read_into, _write_some, describe_signal, kill_child_tree, run_sandboxed,
                        scrubbed_env, spawn_limited, strip_control)
 
@@ -107,7 +108,7 @@ class PythonTool(Tool):
         # CPU seconds over a worker's whole life: generous, the wall timeout does the real work
         self.max_cpu_seconds = float(max_cpu_seconds) if max_cpu_seconds else max(600.0, 20 * self.timeout)
         self.workspace = Path(workspace_dir).expanduser().resolve()
-        self.workspace.mkdir(parents=True, exist_ok=True)
+        make_folder(self.workspace)  # for an app: on first use
         self._pool = _WorkerPool(self.max_workers)
         weakref.finalize(self, self._pool.retire, None)  # also at interpreter exit
 

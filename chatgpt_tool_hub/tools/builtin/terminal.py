@@ -34,6 +34,7 @@ from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import Tool
 from ._nsfc import NSFC_RULES, nsfc_check
 from ._sandbox import describe_signal, run_sandboxed, scrubbed_env, strip_control
+from ._workspace import make_folder
 
 __all__ = ["TerminalTool", "nsfc_check", "NSFC_RULES"]
 
@@ -62,7 +63,7 @@ class TerminalTool(Tool):
         self.nsfc_filter = bool(nsfc_filter)
         self.max_memory_mb = int(max_memory_mb)  # 0: none (shells start programs that reserve much)
         self.workspace = Path(workspace_dir).expanduser().resolve()
-        self.workspace.mkdir(parents=True, exist_ok=True)
+        make_folder(self.workspace)  # for an app: on first use
         self.shell = shutil.which("bash", path=scrubbed_env()["PATH"]) or "/bin/sh"
 
     @classmethod

@@ -1,4 +1,7 @@
-"""The terminal view, shared by ``tool-hub`` and its demo: event panels, the approval prompt, the tool table.
+"""The terminal view, shared by ``tool-hub`` and its demo: event panels, the approval prompt, the tool tables.
+
+``console.terminal`` is the LLM-OS terminal's session (its ``/`` commands),
+``console.transcript`` what it saves and copies.
 
 Everything shown comes from a model or a tool, so nothing is printed as it
 came: rich markup is escaped, and the approval prompt shows the input with
@@ -13,9 +16,11 @@ import json
 import unicodedata
 from typing import Any, Callable, Iterable, Sequence
 
-__all__ = ["EventView", "make_console", "console_approver", "print_tools", "show_input", "SHOWN_MAX_CHARS"]
+__all__ = ["EventView", "make_console", "console_approver", "print_tools", "print_session_tools", "show_input",
+           "shorten", "SHOWN_MAX_CHARS", "DESCRIPTION_MAX_CHARS"]
 
 SHOWN_MAX_CHARS = 4000  # an input longer than this is shown as head and tail
+DESCRIPTION_MAX_CHARS = 200  # tool tables cut longer descriptions after a word, with an ellipsis
 _EMPTY_RUN = 3  # more consecutive empty lines than this are shown as one marker line
 
 
@@ -160,7 +165,11 @@ def console_approver(console) -> Callable[[str, Any], bool]:
                       f"({summary}; invisible characters are shown as escapes):", markup=True, highlight=False)
         # markup off: what is approved is shown exactly ("ls [abc]*" is not rich markup)
         console.print(shown, markup=False, highlight=False, soft_wrap=True)
-        return Confirm.ask("Allow?", console=console, default=False)
+        try:
+            return Confirm.ask("Allow?", console=console, default=False)
+        except EOFError:  # stdin is closed or a pipe that ran dry: nobody can say yes
+            console.print("(no answer on stdin: not allowed)", markup=False, highlight=False)
+            return False
 
     return approve
 
@@ -169,10 +178,20 @@ def _visible_name(name: Any) -> str:
     return "".join(_visible(ch) for ch in str(name)).replace("\n", "\\n")
 
 
-# ---- the tool table ------------------------------------------------------------------------------
+# ---- the tool tables ------------------------------------------------------------------------------
+
+
+def shorten(text: str | None, max_chars: int = DESCRIPTION_MAX_CHARS) -> str:
+    """``text`` on one line, cut after the last whole word that fits, with ``…``."""
+    flat = " ".join((text or "").split())
+    if len(flat) <= max_chars:
+        return flat
+    cut = flat[: max_chars].rsplit(" ", 1)[0] if " " in flat[: max_chars] else flat[: max_chars]
+    return cut.rstrip(" ,;:.") + "…"
 
 
 def print_tools(console, rows: Iterable[Sequence[Any]]) -> None:
+    """The registered tools: ``(name, description, keys it needs, default)`` rows."""
     from rich.table import Table
 
     table = Table(title="tools")
@@ -183,7 +202,19 @@ def print_tools(console, rows: Iterable[Sequence[Any]]) -> None:
     for row in rows:
         name, description, keys = row[0], row[1], row[2]
         default = "yes" if len(row) > 3 and row[3] else ""
-        table.add_row(name, " ".join((description or "").split())[:200], ", ".join(keys) or "-", default)
+        table.add_row(name, shorten(description), ", ".join(keys) or "-", default)
     console.print(table)
 
 
+def print_session_tools(console, tools: Iterable[Any]) -> None:
+    """The tools of one session: name, description, and whether each asks before it runs."""
+    from rich.table import Table
+
+    table = Table(title="tools of this session")
+    table.add_column("name", style="bold")
+    table.add_column("description")
+    table.add_column("asks first")
+    for tool in tools:
+        table.add_row(str(tool.name), shorten(getattr(tool, "description", "")),
+                      "yes" if getattr(tool, "dangerous", False) else "")
+    console.print(table)
