@@ -45,6 +45,20 @@ BUILTIN_TOOLS: dict[str, tuple[str, str, list[str], bool, str]] = {
     # ---- the names chatgpt-tool-hub 0.5 registered (news, email, sms, speech, visual ...)
 
     # ---- documents, media and tool making
+    "image-crop": ("chatgpt_tool_hub.tools.builtin.media", "ImageCropTool", [], False,
+                   "Cut a rectangle out of an image in the workspace (Pillow)."),
+    "image-resize": ("chatgpt_tool_hub.tools.builtin.media", "ImageResizeTool", [], False,
+                     "Make an image in the workspace larger or smaller."),
+    "image-rotate": ("chatgpt_tool_hub.tools.builtin.media", "ImageRotateTool", [], False,
+                     "Rotate or mirror an image in the workspace."),
+    "image-convert": ("chatgpt_tool_hub.tools.builtin.media", "ImageConvertTool", [], False,
+                      "Save an image in another format (png, jpeg, webp ...) or colour mode."),
+    "image-grid": ("chatgpt_tool_hub.tools.builtin.media", "ImageGridTool", [], False,
+                   "Compose several images into one grid picture."),
+    "video-frames": ("chatgpt_tool_hub.tools.builtin.media", "VideoFramesTool", [], False,
+                     "Extract evenly spaced frames of a video as PNG images."),
+    "frames-to-video": ("chatgpt_tool_hub.tools.builtin.media", "FramesToVideoTool", [], False,
+                        "Join images into an animated GIF or an MP4 video."),
 
 }
 
