@@ -45,6 +45,11 @@ BUILTIN_TOOLS: dict[str, tuple[str, str, list[str], bool, str]] = {
     # ---- the names chatgpt-tool-hub 0.5 registered (news, email, sms, speech, visual ...)
 
     # ---- documents, media and tool making
+    "read-document": ("chatgpt_tool_hub.tools.builtin.documents", "ReadDocumentTool", [], False,
+                      "Read a PDF, DOCX, HTML, Markdown or text document (a workspace file or a URL) by pages or "
+                      "sections, or summarise it."),
+    "document-qa": ("chatgpt_tool_hub.tools.builtin.documents", "DocumentQATool", [], False,
+                    "Find the passages of a long document that answer a question, with page/section references."),
     "image-crop": ("chatgpt_tool_hub.tools.builtin.media", "ImageCropTool", [], False,
                    "Cut a rectangle out of an image in the workspace (Pillow)."),
     "image-resize": ("chatgpt_tool_hub.tools.builtin.media", "ImageResizeTool", [], False,
