@@ -64,6 +64,9 @@ BUILTIN_TOOLS: dict[str, tuple[str, str, list[str], bool, str]] = {
                      "Extract evenly spaced frames of a video as PNG images."),
     "frames-to-video": ("chatgpt_tool_hub.tools.builtin.media", "FramesToVideoTool", [], False,
                         "Join images into an animated GIF or an MP4 video."),
+    "tool-maker": ("chatgpt_tool_hub.tools.builtin.toolmaker", "ToolMakerTool", [], False,
+                   "Make a tool from a Python function for this session, run in the sandbox (dangerous: asks "
+                   "for approval)."),
 
 }
 
