@@ -118,6 +118,15 @@ def test_html_keeps_the_article_without_menus_and_footers_split_at_headings():
     assert "About us" not in text and "All rights reserved" not in text
 
 
+def test_menus_footers_and_sidebars_are_dropped_from_short_pages_too():
+    page = ("<html><body><nav>Home | Shop</nav><main><h1>Care</h1><p>Oil the blades.</p></main>"
+            "<aside>Buy now</aside><footer>All rights reserved</footer></body></html>")
+    document = parse_document(page.encode(), "care.html")
+    assert [(s.title, s.text) for s in document.sections] == [("Care", "Oil the blades.")]
+    unclosed = parse_document(b"<html><body><p>Kept text.</p><nav>menu without an end", "x.html")
+    assert "Kept text." in unclosed.text
+
+
 def test_markdown_sections_ignore_headings_inside_code_fences():
     document = parse_document(MARKDOWN.encode(), "notes.md")
     assert [s.title for s in document.sections] == ["Release notes", "Installation", "Changes"]
@@ -334,3 +343,14 @@ def test_both_tools_are_registered_and_not_defaults():
     entries = {entry.name: entry for entry in main_tool_register.entries()}
     for name in ("read-document", "document-qa"):
         assert name in entries and not entries[name].default and entries[name].required_keys == []
+
+
+def test_the_example_runs_offline(tmp_path):
+    from test_examples import EXAMPLES, ok, run_python
+
+    out = ok(run_python(EXAMPLES / "documents_qa.py", tmp_path))
+    assert 'report.pdf "Annual report 2025" (PDF, 3 pages), page 2:' in out
+    assert "[1] page 3 (score" in out and "expects revenue of 4.8 million dollars" in out
+    assert '[1] section 3 "Storage" (score' in out and "Home | Shop" not in out
+    assert 'Summary of notes.docx "Meeting notes" (DOCX, 3 sections):\nA shop opens in Lyon' in out
+    assert "LLM calls: 4 + 3" in out

@@ -218,3 +218,14 @@ def test_an_app_chains_the_media_tools_through_their_file_names(workspace):
     assert [step.tool for step in result.steps] == ["image-crop", "image-resize"]
     final = re.search(r"image/\S+_resize_\S+_1a2b3c4d\.png", result.steps[1].observation).group(0)
     assert opened(workspace, final).size == (40, 20)
+
+
+def test_the_example_runs_offline(tmp_path):
+    from test_examples import EXAMPLES, ok, run_python
+
+    out = ok(run_python(EXAMPLES / "media_tools.py", tmp_path))
+    assert re.search(r"image-rotate: Rotated image/[0-9a-f]{8}_crop_sun_sun\.png by 90 degrees clockwise", out)
+    assert "Composed 4 images in 2 rows of 2 columns" in out
+    assert re.search(r"Made video/[0-9a-f]{8}_video_sun_sun\.gif \(3 frames, 160x120, 2 fps\)", out)
+    assert "Took 3 frames from video/" in out and "(JPEG, L, 160x120," in out
+    assert "11 files in the workspace" in out

@@ -293,3 +293,13 @@ def test_terminal_command_adds_lists_and_removes(isolated_env):
     with pytest.raises(UserError, match="usage: /schedule"):
         terminal_command(app, "remove")
     app.close()
+
+
+def test_the_example_runs_and_carries_on_after_a_restart(tmp_path):
+    from test_examples import EXAMPLES, ok, run_python
+
+    out = ok(run_python(EXAMPLES / "scheduled_questions.py", tmp_path))
+    assert "scheduled: " in out and "(report): every second, session 'ops': Anything to report?" in out
+    assert "[report #1] first app check 1: all quiet." in out and "[report #2] first app check 2" in out
+    assert "session 'ops' remembers: ['Anything to report?', 'first app check 2: all quiet.']" in out
+    assert "restarted app check" in out and "schedules left: []" in out

@@ -187,3 +187,17 @@ def test_made_tools_can_work_with_workspace_files(maker, isolated_env):
               alice())
     (isolated_env / "workspace" / "data.txt").write_text("a\nb\nc\n")
     assert maker.run({"action": "call", "name": "count-lines", "arguments": {"path": "data.txt"}}, alice()) == "3"
+
+
+def test_the_example_runs_offline(tmp_path):
+    from test_examples import EXAMPLES, ok, run_python
+
+    out = ok(run_python(EXAMPLES / "tool_maker.py", tmp_path))
+    this = int(out.split("this process: ")[1].split()[0])
+    worker = int(out.split("converted in process ")[1].split()[0])
+    assert worker != this                                     # the function ran in the sandbox worker
+    assert "\n26.219\n" in out and "ValueError: cannot convert km to kg" in out
+    assert "Removed the tool 'double' from this session." in out
+    assert "alice's tools now: ['unit-convert']" in out
+    assert "bob: Error: no tool named 'unit-convert' was made in this session" in out
+    assert out.count("(approver: tool-maker") == 7

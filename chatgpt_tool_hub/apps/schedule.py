@@ -87,7 +87,7 @@ class Interval:
             if self.seconds % size == 0:
                 count = int(self.seconds // size)
                 return f"every {count} {unit}{'s' if count != 1 else ''}" if count != 1 else f"every {unit}"
-        return f"every {self.seconds:g} seconds"
+        return "every second" if self.seconds == 1 else f"every {self.seconds:g} seconds"
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _HTML_HEADING = re.compile(r"^(#{1,6}) (.+)$")
+_BOILERPLATE = re.compile(r"<(nav|footer|aside)\b", re.I)
 
 
 @dataclass
@@ -251,7 +252,7 @@ def _html(html: str, name: str) -> Document:
         pass
     except Exception:  # readability fails on some pages: read the whole page then
         body = html
-    page_title, text = html_to_text(body)
+    page_title, text = html_to_text(_drop_boilerplate(body))
     if not text.strip() and body is not html:
         page_title, text = html_to_text(html)
     title = title or page_title or _title_of(html)
@@ -263,6 +264,26 @@ def _html(html: str, name: str) -> Document:
         else:
             parts[-1][1].append(line)
     return _from_parts(title, "html", parts)
+
+
+def _drop_boilerplate(html: str) -> str:
+    """The page without its ``<nav>``, ``<footer>`` and ``<aside>`` elements (readability keeps them on short
+    pages), in linear time: each search for a closing tag starts after the last one found, and an element
+    that is never closed ends the work."""
+    lower = html.lower()
+    out: list[str] = []
+    pos = 0
+    for match in _BOILERPLATE.finditer(html):
+        if match.start() < pos:
+            continue  # inside an element already dropped
+        end = lower.find(f"</{match.group(1).lower()}", match.end())
+        if end < 0:
+            break
+        close = lower.find(">", end)
+        out.append(html[pos:match.start()])
+        pos = len(html) if close < 0 else close + 1
+    out.append(html[pos:])
+    return " ".join(out)
 
 
 def _title_of(html: str) -> str:
