@@ -293,6 +293,24 @@ def test_the_index_is_built_once_per_document_content(workspace):
     assert tool.indexes.builds == 2 and "[1] page 4" in out           # changed bytes: a new index
 
 
+def test_chunk_vectors_are_kept_in_the_workspace_for_the_next_app(workspace):
+    needs_minilm()
+    first = qa()
+    first.run({"source": "garden.pdf", "question": "sun"})
+    assert first.indexes.embedded == 1
+    kept = list((workspace / ".tool-hub" / "document-index").glob("*.npy"))
+    assert len(kept) == 1
+    again = qa()                                                   # a new app: read from the file, not embedded
+    out = again.run({"source": "garden.pdf", "question": "What eats the leaves of the plants?", "top_k": 1})
+    assert "[1] page 3" in out and again.indexes.builds == 1 and again.indexes.embedded == 0
+    kept[0].write_bytes(b"damaged")                                # a damaged file is embedded again
+    third = qa()
+    assert "[1] page 3" in third.run({"source": "garden.pdf", "question": "What eats the leaves?", "top_k": 1})
+    assert third.indexes.embedded == 1
+    off = qa(document_qa_disk_cache=False)
+    assert off.indexes.folder is None
+
+
 def test_lexical_retrieval_needs_no_model_and_auto_falls_back_with_a_note(workspace, monkeypatch):
     out = qa(document_qa_retrieval="lexical").run({"source": "report.docx", "question": "engineers joined"})
     assert "(lexical retrieval" in out and '[1] section 3 "Staff"' in out

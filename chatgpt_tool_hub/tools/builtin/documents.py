@@ -19,7 +19,8 @@ citation uses.
   section, ranked by the bundled MiniLM sentence encoder or by BM25
   (:mod:`.documents_index`). The index is kept per document content (a
   SHA-256 of the bytes), so a second question about the same document costs
-  one embedding.
+  one embedding; the chunk vectors are also kept in the workspace
+  (``.tool-hub/document-index``, ``document_qa_disk_cache``), for the next app.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = ["ReadDocumentTool", "DocumentQATool", "DocumentTool"]
 _URL = re.compile(r"https?://\S+", re.I)
 _RANGE = re.compile(r"^\s*(\d+)?\s*(?:(-|–|\.\.|to)\s*(\d+)?)?\s*$")
 _OUTLINE_ENTRIES = 40
+INDEX_FOLDER = ".tool-hub/document-index"  # document-qa's chunk vectors, by document content and chunking
 _SOURCE = {"type": "string", "description": "a document file in the workspace (PDF, DOCX, HTML, Markdown, text), "
                                             "or an http(s) URL"}
 
@@ -266,7 +268,7 @@ class DocumentQATool(DocumentTool):
     }
 
     def __init__(self, *, top_k: int = 4, chunk_chars: int = 900, chunk_overlap: int = 120, retrieval: str = "auto",
-                 max_chunks: int = 5000, **kwargs: Any):
+                 max_chunks: int = 5000, disk_cache: bool = True, **kwargs: Any):
         from .documents_index import RETRIEVALS, IndexCache
 
         super().__init__(**kwargs)
@@ -276,7 +278,7 @@ class DocumentQATool(DocumentTool):
                               f"{retrieval[:30]!r}", key="document_qa_retrieval")
         self.top_k, self.retrieval = max(1, int(top_k)), retrieval
         self.chunk_chars, self.chunk_overlap, self.max_chunks = int(chunk_chars), int(chunk_overlap), int(max_chunks)
-        self.indexes = IndexCache()
+        self.indexes = IndexCache(folder=self.workspace_dir / INDEX_FOLDER if disk_cache else None)
         self._encoder: Any = None
 
     @classmethod
@@ -285,7 +287,8 @@ class DocumentQATool(DocumentTool):
         return cls(top_k=settings.get("document_qa_top_k", 4), chunk_chars=settings.get("document_qa_chunk_chars", 900),
                    chunk_overlap=settings.get("document_qa_chunk_overlap", 120),
                    retrieval=settings.get("document_qa_retrieval", "auto"),
-                   max_chunks=settings.get("document_qa_max_chunks", 5000), **cls.settings_of(context))
+                   max_chunks=settings.get("document_qa_max_chunks", 5000),
+                   disk_cache=settings.get("document_qa_disk_cache", True), **cls.settings_of(context))
 
     def close(self) -> None:
         super().close()

@@ -14,19 +14,24 @@ Two rankers:
   manager that holds it (its memory budget, its device settings
   ``sentence_similarity_device`` / ``expert_device``, ``sentence_similarity_model``
   for another encoder). Chunks are embedded once per document content and
-  kept in an :class:`IndexCache`; a question costs one embedding.
+  kept in an :class:`IndexCache` (and in ``.npy`` files in the workspace, for
+  the next app); a question costs one embedding.
 * **lexical**: Okapi BM25 over words (and character pairs of Chinese, Japanese
   and Korean text), with no model: what runs without torch or the weights.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import logging
 import math
+import os
 import re
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from ...errors import ConfigError, ModelFeedbackError, ToolExecutionError, UserError
@@ -34,6 +39,7 @@ from .documents_formats import Document
 
 __all__ = ["Chunk", "chunk_document", "Bm25", "IndexCache", "DocumentIndex", "embedding_available", "RETRIEVALS"]
 
+log = logging.getLogger("chatgpt_tool_hub.tools")
 RETRIEVALS = ("auto", "embedding", "lexical")
 _BATCH = 32
 _SENTENCE = re.compile(r"(?<=[.!?。！？;；])\s+|(?<=[。！？；])")
@@ -202,13 +208,19 @@ class DocumentIndex:
 
 
 class IndexCache:
-    """Indexes by (content hash, chunking, method), least recently used dropped past ``size``."""
+    """Indexes by (content hash, chunking, method, encoder), least recently used dropped past ``size``.
 
-    def __init__(self, size: int = 16):
+    With a ``folder``, chunk vectors are also kept there as ``.npy`` files (read with
+    ``allow_pickle=False``: no code in them), so an app started again does not embed a document twice.
+    """
+
+    def __init__(self, size: int = 16, folder: str | os.PathLike | None = None):
         self.size = max(1, int(size))
+        self.folder = Path(folder) if folder is not None else None
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple, DocumentIndex] = OrderedDict()
         self.builds = 0  # how many indexes were built (the cache's misses)
+        self.embedded = 0  # how many of them had to embed their chunks (not found in the folder either)
 
     def get(self, key: tuple, chunks: list[Chunk], method: str, encoder_tool: Any = None) -> DocumentIndex:
         with self._lock:
@@ -220,7 +232,7 @@ class IndexCache:
             if encoder_tool is None:
                 raise ConfigError("document-qa: no sentence encoder for embedding retrieval",
                                   key="document_qa_retrieval")
-            index = DocumentIndex(chunks, method, vectors=_embed(encoder_tool, [c.text for c in chunks]))
+            index = DocumentIndex(chunks, method, vectors=self._vectors(key, chunks, encoder_tool))
         elif method == "lexical":
             index = DocumentIndex(chunks, method, bm25=Bm25([c.text for c in chunks]))
         else:  # pragma: no cover - the tool checks the setting
@@ -235,3 +247,35 @@ class IndexCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+
+    def _vectors(self, key: tuple, chunks: list[Chunk], encoder_tool: Any) -> Any:
+        """The chunks' vectors: from the folder when a file of the same key holds one per chunk, else embedded
+        (and saved there)."""
+        import torch
+
+        path = None
+        if self.folder is not None:
+            name = hashlib.sha256(repr(key).encode("utf-8")).hexdigest()[:40]
+            path = self.folder / f"{name}.npy"
+            try:
+                import numpy as np
+
+                stored = np.load(path, allow_pickle=False)
+                if stored.ndim == 2 and stored.shape[0] == len(chunks):
+                    return torch.from_numpy(stored)
+            except (OSError, ValueError, ImportError):
+                pass  # absent, damaged or of another shape: embed again
+        vectors = _embed(encoder_tool, [c.text for c in chunks])
+        with self._lock:
+            self.embedded += 1
+        if path is not None:
+            try:
+                import numpy as np
+
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npy")
+                np.save(partial, vectors.numpy(), allow_pickle=False)
+                os.replace(partial, path)
+            except (OSError, ImportError):
+                log.debug("could not keep the document index in %s", self.folder, exc_info=True)
+        return vectors
