@@ -146,7 +146,7 @@ def test_arguments_are_validated_against_the_tools_schema(maker):
     ({"source": "def bmi(kg, m)\n    return 1"}, "not valid Python"),
     ({"source": "def one(): pass\ndef two(): pass"}, "must define a function named bmi"),
     ({"source": ""}, "needs the Python \"source\""),
-    ({"parameters": {"type": "object", "properties": {"kg": {"type": "string", "pattern": "(["}}}},
+    ({"parameters": {"type": "object", "properties": {"kg": {"type": "array", "minItems": -1}}}},
      "not a valid JSON schema"),
     ({"source": "import no_such_module_anywhere\ndef bmi(kg, m): return 0"}, "failed when it was defined"),
 ])
