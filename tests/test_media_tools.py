@@ -229,3 +229,16 @@ def test_the_example_runs_offline(tmp_path):
     assert re.search(r"Made video/[0-9a-f]{8}_video_sun_sun\.gif \(3 frames, 160x120, 2 fps\)", out)
     assert "Took 3 frames from video/" in out and "(JPEG, L, 160x120," in out
     assert "11 files in the workspace" in out
+
+
+def test_a_missing_pillow_and_a_bad_setting_say_how_to_fix_them(workspace, monkeypatch):
+    import sys
+
+    from chatgpt_tool_hub.errors import ConfigError, ToolExecutionError
+
+    with pytest.raises(ConfigError, match="image_crop_max_side"):
+        build("image-crop", image_crop_max_side=8)
+    source = picture(workspace, "1a2b3c4d")
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    with pytest.raises(ToolExecutionError, match=r'image-crop needs Pillow, .*pip install "chatgpt-tool-hub\[media\]"'):
+        build("image-crop").run({"image": source, "box": [0, 0, 2, 2]})

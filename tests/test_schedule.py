@@ -237,6 +237,15 @@ def test_a_workspace_without_schedules_starts_no_thread_and_a_broken_file_breaks
     app.close()
 
 
+def test_options_for_a_scheduler_that_exists_are_refused_not_ignored(isolated_env):
+    app, _ = make_app()
+    first = scheduler_for(app, clock=Clock(), autostart=False)
+    assert scheduler_for(app) is first
+    with pytest.raises(UserError, match="has its scheduler already .* clock cannot be set now"):
+        scheduler_for(app, clock=Clock())
+    app.close()
+
+
 def test_the_store_claims_a_due_time_once(tmp_path):
     store = ScheduleStore(tmp_path / "s.sqlite3")
     from chatgpt_tool_hub.apps.schedule import Schedule

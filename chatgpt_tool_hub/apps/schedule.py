@@ -401,11 +401,16 @@ _SCHEDULERS_LOCK = threading.Lock()
 
 
 def scheduler_for(app: Any, **options: Any) -> Scheduler:
-    """The app's scheduler, made on first use (``options`` go to :class:`Scheduler` then)."""
+    """The app's scheduler, made on first use (``options`` go to :class:`Scheduler` then; given again once it
+    exists, they are refused rather than ignored)."""
     with _SCHEDULERS_LOCK:
         scheduler = _SCHEDULERS.get(app)
         if scheduler is None:
             scheduler = _SCHEDULERS[app] = Scheduler(app, **options)
+        elif options:
+            raise UserError(f"this app has its scheduler already (made by an earlier call, or started for the "
+                            f"schedules in its workspace), so {', '.join(sorted(options))} cannot be set now; "
+                            f"call scheduler_for(app, ...) before anything else uses the app's schedules")
         return scheduler
 
 
