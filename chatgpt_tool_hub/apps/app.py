@@ -41,6 +41,9 @@ class App(ConversationApp):
                          file_announcer=file_announcer, context=context, budget_limits=budget_limits)
         self.settings = settings or EngineSettings()
         self.config = dict(config or {})  # resolved settings without secrets
+        from .schedule import resume_schedules
+
+        resume_schedules(self)  # schedules kept in the workspace run again after a restart
 
     @property
     def prompt_language(self) -> str:  # type: ignore[override]
@@ -98,6 +101,32 @@ class App(ConversationApp):
         llm = self.context.build_llm({"model_name": model_name})
         with self._lock:
             self.llm = llm
+
+    # ---- scheduled questions (apps/schedule.py, docs/schedules.md) -----------------------------------
+
+    def schedule(self, when: str, question: str, *, session_id: str = DEFAULT_SESSION, name: str | None = None,
+                 remember: bool = True, on_result: Callable[[Any, Any], None] | None = None) -> Any:
+        """Ask ``question`` on a time rule (``"every 10m"``, ``"*/5 * * * *"``); kept in the workspace."""
+        from .schedule import scheduler_for
+
+        return scheduler_for(self).add(when, question, session_id=session_id, name=name, remember=remember,
+                                       on_result=on_result)
+
+    def schedules(self) -> list[Any]:
+        from .schedule import scheduler_for
+
+        return scheduler_for(self).list()
+
+    def unschedule(self, schedule_id: str) -> Any:
+        from .schedule import scheduler_for
+
+        return scheduler_for(self).remove(schedule_id)
+
+    def close(self) -> None:
+        from .schedule import stop_schedules
+
+        stop_schedules(self)  # the scheduler's thread first: it may be asking a question with the tools
+        super().close()
 
     # ---- the engine -------------------------------------------------------------------------------
 

@@ -146,6 +146,7 @@ class AppFactory:
             tools_list = [tools_list]
         requested: list[str | Tool] = [_as_tool(item) for item in
                                        (tools_list if tools_list is not None else (config.tools or []))]
+        listed = {(registry.resolve_name(n) or n) if isinstance(n, str) else getattr(n, "name", "") for n in requested}
         if not config["no_default"]:
             requested = [*registry.default_tool_names(), *requested]
         unknown = [n for n in requested if isinstance(n, str) and n not in registry]
@@ -174,6 +175,7 @@ class AppFactory:
         remote = _remote_tools(config, owned, workspace=context.workspace, taken=tools)
         for tool in remote:
             _keep_first(tools, tool)
+        _drop_conflicts(tools, listed, owned)
         for tool in tools.values():
             tool.parameter_schema  # noqa: B018 - normalised and checked once, now: a bad schema fails here
         return list(tools.values())
@@ -196,6 +198,45 @@ def _keep_first(tools: dict[str, Tool], tool: Tool) -> None:
     if kept is not tool:
         log.warning("two tools are named %r: keeping %r, leaving out %r (rename one, e.g. with an OpenAPI "
                     "plugin's name_prefix)", tool.name, kept, tool)
+
+
+def _conflict(first: Tool, second: Tool) -> str | None:
+    """Why two tools cannot share an app (their ``conflicts_with``: a name or a shared ``group:<name>``)."""
+    for one, other in ((first, second), (second, first)):
+        theirs = {str(entry).strip().lower() for entry in getattr(other, "conflicts_with", ()) or ()}
+        for entry in getattr(one, "conflicts_with", ()) or ():
+            text = str(entry).strip()
+            if text.lower().startswith("group:") and text.lower() in theirs:
+                return (f"both are in the group {text[6:].strip()!r} (conflicts_with {text!r}), and an app takes "
+                        f"one tool of a group")
+            if text.lower() == other.name.lower():
+                return f"{one.name!r} declares conflicts_with {text!r}"
+    return None
+
+
+def _drop_conflicts(tools: dict[str, Tool], listed: set[str], owned: list[Tool]) -> None:
+    """Refuse two listed tools that conflict (``ConfigError`` naming both and why); a default tool that
+    conflicts with a listed one (or an earlier default) is left out instead, with a warning."""
+    kept: list[Tool] = []
+    for tool in list(tools.values()):
+        for other in list(kept):
+            reason = _conflict(other, tool)
+            if reason is None:
+                continue
+            if tool.name in listed and other.name in listed:
+                raise ConfigError(f"the tools {other.name!r} and {tool.name!r} cannot be used in one app: {reason}. "
+                                  f"Remove one of them from tools_list", key="tools_list")
+            dropped, winner = (other, tool) if tool.name in listed else (tool, other)
+            log.warning("default tool %r left out: it conflicts with %r (%s)", dropped.name, winner.name, reason)
+            del tools[dropped.name]
+            if dropped in owned:
+                owned.remove(dropped)
+                _close_tools([dropped])
+            if dropped is tool:
+                break
+            kept.remove(other)
+        else:
+            kept.append(tool)
 
 
 def _as_tool(item: Any) -> Any:

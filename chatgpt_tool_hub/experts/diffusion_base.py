@@ -33,25 +33,40 @@ ControlNets for SD 1.5 need an SD 1.5 base, hence the default
 ``stable-diffusion-v1-5/stable-diffusion-v1-5``; a ControlNet whose
 cross-attention width differs from the base's UNet is refused with an error
 naming both settings. diffusers is imported on first load only.
+
+Prompt translation
+------------------
+Stable Diffusion's CLIP text encoder understands English. A description that
+is not English (a non-Latin script, or Latin-script text whose common words
+are French, German, Spanish, Italian, Portuguese or Dutch: :func:`needs_translation`)
+is translated first by the calling engine's LLM (``ToolContext.llm``), in one
+call charged to the run's budget and usage; the observation says so. The
+setting ``diffusion_translate_prompts`` (default true) turns it off. Without an
+LLM (a tool run alone) or past the budget, the description is used as given
+and the observation says why.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from typing import Any, Callable, ClassVar, Mapping
 
 from ..config import SETTINGS
-from ..errors import ToolExecutionError, ToolInputError
+from ..errors import LLMError, RunError, ToolExecutionError, ToolInputError
+from ..llm.base import call_llm
 from ..loadlock import PROCESS_LOAD_LOCK
-from ..tools.base import ToolResult
+from ..tools.base import DEFAULT_CONTEXT, ToolContext, ToolResult, value_of
 from .base import ExpertTool, decode_image, image_base64, open_image
 from .devices import tool_key
+from .languages import guess_language
 from .loading import import_heavy
 from .remote import RemoteBlob, RemoteEndpoint
 
 __all__ = ["DIFFUSION_HINT", "DEFAULT_BASE", "BASE_SETTING", "BASE_TASK", "import_diffusers", "DiffusionTool",
-           "ImagePromptTool", "build_pipeline", "load_diffusers", "images_of", "LOAD_LOCK"]
+           "ImagePromptTool", "build_pipeline", "load_diffusers", "images_of", "LOAD_LOCK", "TRANSLATE_SETTING",
+           "needs_translation", "translate_prompt"]
 
 DIFFUSION_HINT = 'pip install "chatgpt-tool-hub[diffusion]"'
 DEFAULT_BASE = SETTINGS["diffusion_base_model"].default
@@ -106,6 +121,62 @@ def build_pipeline(cls: Any, base: Any, **overrides: Any) -> Any:
     return pipe
 
 
+# ---- prompt translation --------------------------------------------------------------------
+
+TRANSLATE_SETTING = "diffusion_translate_prompts"
+TRANSLATE_PROMPT = (
+    "You translate descriptions of pictures for an image generator that understands English only. Translate "
+    "the user's description into natural English, keeping every detail (subject, style, colours, names); if it "
+    "is English already, repeat it unchanged. Reply with the English description only: no quotes, no notes."
+)
+_MAX_TRANSLATION_CHARS = 2000
+# common words of Latin-script languages other than English (none of them an English word)
+_FOREIGN_WORDS = frozenset("""
+le les des une est et dans avec sur pour du au aux très sous chez une qui que où
+der das und ein eine einem einer mit auf im ist nicht dem den des zum zur über unter
+el los las una con por para del y es muy sobre entre
+il lo gli della delle dello nel nella sulla sul una con uno
+os um uma com para da dos das em na nas no nos
+het een en met op van bij
+""".split())
+_ENGLISH_WORDS = frozenset("the a an of with on in at by for and is are to from under over".split())
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+
+
+def needs_translation(text: str) -> bool:
+    """Whether a description is not English: a non-Latin script (Han, kana, Hangul, Cyrillic, Arabic ...),
+    or Latin-script text with at least two common words of another language and more of them than English ones."""
+    if guess_language(text).iso != "en":
+        return True
+    words = [w.lower() for w in _WORD.findall(text[:2000])]
+    foreign = sum(w in _FOREIGN_WORDS for w in words)
+    return foreign >= 2 and foreign > sum(w in _ENGLISH_WORDS for w in words)
+
+
+def translate_prompt(text: str, context: ToolContext) -> tuple[str, str]:
+    """``(the description to draw, a note for the observation)``: the calling engine's LLM translates a
+    description that is not English; English text, or no LLM, keeps it as it is."""
+    if not needs_translation(text):
+        return text, ""
+    llm = getattr(context, "llm", None)
+    if llm is None:
+        return text, (f"(The description is not in English and no LLM was available to translate it; it was used "
+                      f"as given. Set {TRANSLATE_SETTING}=false to silence this.)\n")
+    try:
+        if context.budget is not None:
+            context.budget.charge_llm()
+        response = call_llm(llm, [{"role": "system", "content": TRANSLATE_PROMPT}, {"role": "user", "content": text}])
+    except (RunError, LLMError) as exc:
+        return text, f"(The description could not be translated into English ({exc}); it was used as given.)\n"
+    if context.usage is not None:
+        context.usage.calls.append(response.usage)  # counted in the run's RunResult.usage
+    reply = " ".join(str(response.text or "").split()).strip().strip("\"'“”‘’`").strip()
+    if not reply:
+        return text, "(The LLM returned no translation; the description was used as given.)\n"
+    reply = reply[:_MAX_TRANSLATION_CHARS]
+    return reply, f"(The description was translated into English first: \"{reply}\")\n"
+
+
 def images_of(result: Any) -> list[Any]:
     """The PIL images of a local pipeline output or a remote answer (image bytes, or JSON with base64 images)."""
     images = getattr(result, "images", None)
@@ -135,16 +206,29 @@ class DiffusionTool(ExpertTool):
     default_guidance: ClassVar[float] = 7.5
     turbo_steps: ClassVar[int] = 0  # > 0: a *turbo* model's default steps (and guidance 0)
     op: ClassVar[str] = "image"  # the op in output names: {uuid}_{op}_{prev}_{org}.png
+    needs_context = True  # the calling engine's LLM translates a description that is not English
 
-    def __init__(self, *, base_model: str | None = None, **kwargs: Any):
+    def __init__(self, *, base_model: str | None = None, translate_prompts: bool = True, **kwargs: Any):
         super().__init__(**kwargs)
         self._set_base(base_model)
+        self.translate_prompts = bool(translate_prompts)
 
     @classmethod
     def from_context(cls, context: Any) -> "DiffusionTool":
         tool = super().from_context(context)
         tool._set_base(context.settings.get(BASE_SETTING))
+        tool.translate_prompts = bool(context.settings.get(TRANSLATE_SETTING, True))
         return tool
+
+    def _run(self, context: ToolContext = DEFAULT_CONTEXT, **arguments: Any) -> Any:
+        """Translate a description that is not English (``diffusion_translate_prompts``), then generate."""
+        text = arguments.get("text")
+        if not (self.translate_prompts and isinstance(text, str) and text.strip()):
+            return super()._run(**arguments)
+        self.prepare(arguments)  # a bad input (no image, an empty text) fails before the LLM is asked
+        translated, note = translate_prompt(text.strip(), context or DEFAULT_CONTEXT)
+        result = super()._run(**{**arguments, "text": translated})
+        return ToolResult(note + str(result), value=value_of(result)) if note else result
 
     def _set_base(self, base_model: Any) -> None:
         text = str(base_model or "").strip()

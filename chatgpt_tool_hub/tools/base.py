@@ -106,6 +106,9 @@ class Tool:
     context_argument: str = "context"  # the keyword the ToolContext is passed as
     allow_extra_arguments: bool = False  # True: arguments the schema does not name are passed on, not refused
     output_kind: str = "text"  # what the observation names: "text", "image", "audio" or "video" (a file path)
+    # tools this one cannot share an app with: tool names, or "group:<name>" (one tool of a group per app);
+    # create_app refuses a tools_list that holds both, and a default tool gives way to a listed one
+    conflicts_with: tuple[str, ...] = ()
 
     # ---- building ---------------------------------------------------------------
 

@@ -65,6 +65,28 @@ BUILTIN_TOOLS: dict[str, tuple[str, str, list[str], bool, str]] = {
                "Not offered (0.5's WeChat client was missing from its wheel): building it says why."),
 
     # ---- documents, media and tool making
+    "read-document": ("chatgpt_tool_hub.tools.builtin.documents", "ReadDocumentTool", [], False,
+                      "Read a PDF, DOCX, HTML, Markdown or text document (a workspace file or a URL) by pages or "
+                      "sections, or summarise it."),
+    "document-qa": ("chatgpt_tool_hub.tools.builtin.documents", "DocumentQATool", [], False,
+                    "Find the passages of a long document that answer a question, with page/section references."),
+    "image-crop": ("chatgpt_tool_hub.tools.builtin.media", "ImageCropTool", [], False,
+                   "Cut a rectangle out of an image in the workspace (Pillow)."),
+    "image-resize": ("chatgpt_tool_hub.tools.builtin.media", "ImageResizeTool", [], False,
+                     "Make an image in the workspace larger or smaller."),
+    "image-rotate": ("chatgpt_tool_hub.tools.builtin.media", "ImageRotateTool", [], False,
+                     "Rotate or mirror an image in the workspace."),
+    "image-convert": ("chatgpt_tool_hub.tools.builtin.media", "ImageConvertTool", [], False,
+                      "Save an image in another format (png, jpeg, webp ...) or colour mode."),
+    "image-grid": ("chatgpt_tool_hub.tools.builtin.media", "ImageGridTool", [], False,
+                   "Compose several images into one grid picture."),
+    "video-frames": ("chatgpt_tool_hub.tools.builtin.media", "VideoFramesTool", [], False,
+                     "Extract evenly spaced frames of a video as PNG images."),
+    "frames-to-video": ("chatgpt_tool_hub.tools.builtin.media", "FramesToVideoTool", [], False,
+                        "Join images into an animated GIF or an MP4 video."),
+    "tool-maker": ("chatgpt_tool_hub.tools.builtin.toolmaker", "ToolMakerTool", [], False,
+                   "Make a tool from a Python function for this session, run in the sandbox (dangerous: asks "
+                   "for approval)."),
 
 }
 
