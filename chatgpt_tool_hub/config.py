@@ -75,6 +75,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("hf_token", str, None, "token for Hugging Face downloads and inference endpoints", secret=True),
         Setting("diffusion_base_model", str, "stable-diffusion-v1-5/stable-diffusion-v1-5",
                 "the Stable Diffusion base every diffusion tool shares (hub id or folder)"),
+        Setting("diffusion_translate_prompts", bool, True,
+                "the diffusion tools translate a description that is not English with the app's LLM first"),
         Setting("planner_max_tasks", int, 20, "planner mode: most tasks a plan may hold"),
         Setting("planner_max_workers", int, 4, "planner mode: tasks run in parallel at most"),
         Setting("planner_task_timeout", float, 120.0, "planner mode: seconds per task"),

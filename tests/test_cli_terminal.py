@@ -257,3 +257,15 @@ def test_the_terminal_starts_without_torch_even_with_expert_tools(chat_server, t
                                "COLUMNS": "200"})
     assert proc.stdout.strip().endswith("status 0 False False"), proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "added image-captioning" in proc.stdout and chat_server.bodies == []
+
+
+def test_schedule_in_the_terminal_makes_lists_and_removes(server_env, monkeypatch, capsys):
+    assert "/schedule WHEN QUESTION" in HELP
+    out = terminal(monkeypatch, capsys, "/schedule every 10m what time is it?", "/schedule")
+    made = re.findall(r"^([0-9a-f]{8}): every 10 minutes, session 'default': what time is it\?", out, re.M)
+    assert made, out
+    # a new terminal on the same workspace still has it (kept in SQLite), and removes it
+    out = terminal(monkeypatch, capsys, "/schedule", f"/schedule remove {made[0]}", "/schedule")
+    assert f"{made[0]}: every 10 minutes" in out
+    listing = out.rstrip().splitlines()[-1]
+    assert made[0] not in listing and "schedule" in listing.lower(), listing

@@ -58,6 +58,11 @@ def test_dialects_become_valid_2020_12_schemas():
     assert props["h"] == {"type": "array", "items": {"type": "object"}}
 
 
+def test_a_pattern_that_is_not_a_regex_is_refused_when_the_tool_is_made():
+    with pytest.raises(ConfigError, match=r"tool 'bad-pattern'.*parameters\.properties\.code"):
+        normalize({"type": "object", "properties": {"code": {"type": "string", "pattern": "(["}}}, "bad-pattern")
+
+
 def test_a_schema_that_cannot_be_fixed_names_the_tool_and_the_path():
     with pytest.raises(ConfigError, match=r"tool 'broken'.*parameters\.properties\.n.*"):
         normalize({"type": "object", "properties": {"n": {"type": "integer", "minimum": {"x": 1}}}}, "broken")

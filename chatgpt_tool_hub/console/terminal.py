@@ -39,6 +39,8 @@ HELP = """Commands:
   /model NAME     switch the chat model
   /image PATH     hand an image (or WAV audio) to the conversation
   /voice PATH     ask with a WAV recording; the answer is spoken into the workspace
+  /schedule WHEN QUESTION   ask QUESTION on a time rule (every 10m, */30 * * * *, @daily);
+                  /schedule lists the schedules, /schedule remove ID stops one
   /help           this text
   /exit           leave (Ctrl-D works too)"""
 
@@ -154,8 +156,9 @@ class TerminalSession:
             "/tools": self._tools, "/add": self._add, "/del": self._del, "/timeout": self._timeout,
             "/reset": self._reset, "/undo": self._undo, "/save": self._save, "/copy": self._copy,
             "/depth": self._depth, "/model": self._model, "/image": self._image, "/file": self._image,
-            "/audio": self._image, "/voice": self._voice, "/help": self._help,
+            "/audio": self._image, "/voice": self._voice, "/schedule": self._schedule, "/help": self._help,
         }
+        self._listening = False  # answers of scheduled questions are printed once the first schedule is made
 
     # ---- lines ----------------------------------------------------------------------------------
 
@@ -365,6 +368,23 @@ class TerminalSession:
         self.say(HELP)
 
     # ---- voice --------------------------------------------------------------------------------------
+
+    def _schedule(self, arg: str) -> None:
+        from ..apps.schedule import scheduler_for, terminal_command
+
+        if not hasattr(self.app, "schedule"):
+            return self.say("this app cannot schedule questions (only the ReAct app can)")
+        if not self._listening:
+            scheduler_for(self.app).listeners.append(self._print_scheduled)
+            self._listening = True
+        try:
+            self.say(terminal_command(self.app, arg))
+        except ToolHubError as exc:
+            self.say(str(exc))
+
+    def _print_scheduled(self, schedule: Any, result: Any) -> None:
+        text = getattr(result, "output", None) or f"failed: {result}"
+        self.say(f"\n[scheduled {schedule.name or schedule.id}] {text}")
 
     def _voice(self, arg: str) -> None:
         if not arg:

@@ -202,7 +202,7 @@ def _plainly_valid(node: Any, depth: int = 0) -> bool:
             if not isinstance(value, list):
                 return False
         elif key in _TEXT_KEYWORDS:
-            if not isinstance(value, str):
+            if not isinstance(value, str) or key == "pattern" and not _compiles(value):
                 return False
         elif key in _FLAG_KEYWORDS:
             if not isinstance(value, bool):
@@ -213,6 +213,14 @@ def _plainly_valid(node: Any, depth: int = 0) -> bool:
         elif key in _BOUND_KEYWORDS or key == "multipleOf":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or key == "multipleOf" and value <= 0:
                 return False
+    return True
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return False
     return True
 
 
