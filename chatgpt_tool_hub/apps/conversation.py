@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import re
 import threading
 import time
@@ -480,46 +481,54 @@ async def _notifying(source: AsyncIterator[Any], callbacks: Sequence[Callback]) 
         await source.aclose()
 
 
-_DONE = object()
-
-
 async def _drive_in_thread(gen: Generator[Event, None, Any], executor: Any, budget: RunBudget) -> AsyncIterator[Any]:
-    """A sync run generator driven in one thread; its events are handed to the event loop as they come,
-    then a ``_Final``. Closed or cancelled early: the run is cancelled and the thread waited for."""
+    """A sync run generator driven in one thread, a step each time the reader asks for the next event
+    (as a generator is read), then a ``_Final``. Closed or cancelled early: the run is cancelled, the
+    generator closed in its thread, and the thread waited for."""
     loop = asyncio.get_running_loop()
+    asks: queue.SimpleQueue = queue.SimpleQueue()
     items: asyncio.Queue = asyncio.Queue()
+
+    def post(item: Any) -> None:
+        loop.call_soon_threadsafe(items.put_nowait, item)
 
     def drive() -> None:
         try:
-            while True:
+            while asks.get():
                 try:
                     event = next(gen)
                 except StopIteration as stop:
-                    loop.call_soon_threadsafe(items.put_nowait, _Final(stop.value))
+                    post(_Final(stop.value))
                     return
-                loop.call_soon_threadsafe(items.put_nowait, event)
-        except BaseException as exc:  # noqa: BLE001 - raised in the reader
-            loop.call_soon_threadsafe(items.put_nowait, _Raised(exc))
+                except BaseException as exc:  # noqa: BLE001 - raised in the reader
+                    post(_Raised(exc))
+                    return
+                post(event)
         finally:
             gen.close()
 
     worker = loop.run_in_executor(executor, drive)
+    finished = False
     try:
         while True:
+            asks.put(True)
             item = await items.get()
             if isinstance(item, _Raised):
+                finished = True
                 raise item.error
             yield item
             if isinstance(item, _Final):
+                finished = True
                 return
     finally:
-        if not worker.done():
+        asks.put(False)
+        if not finished:
             budget.cancel("the caller went away")
-            while not worker.done():  # never leave the run going on in its thread
-                try:
-                    await asyncio.wait({worker})
-                except asyncio.CancelledError:
-                    continue
+        while not worker.done():  # never leave the run going on in its thread
+            try:
+                await asyncio.wait({worker})
+            except asyncio.CancelledError:
+                continue
 
 
 class _Raised:

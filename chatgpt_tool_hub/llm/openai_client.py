@@ -23,7 +23,6 @@ that shares the clients.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 import random
@@ -114,7 +113,8 @@ class OpenAICompatibleLLM(BaseLLM):
     def with_options(self, *, temperature: float | None = None, max_tokens: int | None = None,
                      **_ignored: Any) -> "OpenAICompatibleLLM":
         """A copy with other sampling settings (one request's), sharing this one's clients and key."""
-        other = copy.copy(self)
+        other = object.__new__(type(self))  # not copy.copy: pickling (which it uses) is refused
+        other.__dict__.update(self.__dict__)
         if temperature is not None:
             other.temperature = float(temperature)
         if max_tokens is not None:

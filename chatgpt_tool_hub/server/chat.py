@@ -12,6 +12,7 @@ answer and listed under ``tool_hub.files``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from .monologue import Monologue
 
 __all__ = ["ChatRequest", "parse_request", "prepare_images", "run_chat", "links_text"]
 
+log = logging.getLogger("chatgpt_tool_hub.server")
 _IMAGE_PARTS = ("image_url", "input_image", "image")
 
 
@@ -237,7 +239,8 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
 
         try:
             timed_out, result = await _with_deadline(collect(), ctx.timeout_s)
-        except (RunError, UserError) as exc:
+        except Exception as exc:  # noqa: BLE001 - the client gets it as an error, never a traceback
+            log.warning("a run failed: %s", exc, exc_info=not isinstance(exc, (RunError, UserError)))
             return await _send_json(send, _run_error(exc).status, _run_error(exc).payload())
         if timed_out:
             error = _timeout_error(ctx.timeout_s)
@@ -278,7 +281,8 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
     try:
         timed_out, result = await _with_deadline(produce(), ctx.timeout_s)
         error = _timeout_error(ctx.timeout_s) if timed_out else None
-    except (RunError, UserError) as exc:
+    except Exception as exc:  # noqa: BLE001 - sent as an error event, never a traceback
+        log.warning("a run failed: %s", exc, exc_info=not isinstance(exc, (RunError, UserError)))
         result, error = None, _run_error(exc)
     if error is not None:
         await write(error.payload())
