@@ -115,6 +115,7 @@ class OpenAICompatibleLLM(BaseLLM):
         """A copy with other sampling settings (one request's), sharing this one's clients and key."""
         other = object.__new__(type(self))  # not copy.copy: pickling (which it uses) is refused
         other.__dict__.update(self.__dict__)
+        other._owner = self.__dict__.get("_owner", self)  # one sync client; the async ones are shared already
         if temperature is not None:
             other.temperature = float(temperature)
         if max_tokens is not None:
@@ -148,12 +149,13 @@ class OpenAICompatibleLLM(BaseLLM):
     # -- the openai client ---------------------------------------------------------
 
     def _get_client(self) -> Any:
-        if self._client is not None:
-            return self._client
-        with self._client_lock:
-            if self._client is None:
-                self._client = self._build_client(asynchronous=False)
-            return self._client
+        owner = self.__dict__.get("_owner", self)  # a with_options copy uses the client of its original
+        if owner._client is not None:
+            return owner._client
+        with owner._client_lock:
+            if owner._client is None:
+                owner._client = owner._build_client(asynchronous=False)
+            return owner._client
 
     async def _get_async_client(self) -> Any:
         """The ``AsyncOpenAI`` client of the running event loop (its connections belong to that loop).
