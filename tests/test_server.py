@@ -151,3 +151,19 @@ def test_jarvis_endpoints_tasks_results_and_hugginggpt(live):
     assert llm.calls == 2  # /tasks and /results made no response call
     answer_ = httpx.post(server.root + "/hugginggpt", json=body, timeout=60).json()
     assert answer_ == {"message": "It printed 42."}
+
+
+def test_the_serve_client_example_runs_offline(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "examples" / "serve_client.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(root),
+                                                                            "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "mode: offline" in out and "answer: The sum of 1 to 100 is 5050." in out
+    assert "Observation: 5050" in out and "2 to the 64th is 18446744073709551616." in out
+    assert "image: I was handed image/" in out
