@@ -37,7 +37,8 @@ examples:
   tool-hub ask --depth 5 -v "How many primes are there below 100000?"
   tool-hub run python "print(sum(range(101)))"  one tool, no LLM, in the current folder
   tool-hub tools                               every tool (also OPENAPI_PLUGINS / MCP_SERVERS ones)
-  tool-hub demo                                offline demo, no key needed"""
+  tool-hub demo                                offline demo, no key needed
+  tool-hub serve --port 8000                   OpenAI-compatible API server (pip install "chatgpt-tool-hub[server]")"""
 
 
 class CommandError(Exception):
@@ -299,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="offline demo: a scripted controller drives the real tools")
     demo.add_argument("--workspace", default=None, help="folder for the tools (default: a temporary one)")
     demo.set_defaults(func=cmd_demo)
+    from .server.cli import add_serve_command
+
+    add_serve_command(sub)
     return parser
 
 

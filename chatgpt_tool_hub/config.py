@@ -90,6 +90,27 @@ SETTINGS: dict[str, Setting] = {
         Setting("mcp_max_result_chars", int, 20000, "MCP server tools: longer results keep head and tail"),
         Setting("mcp_connect_timeout", float, 30.0, "MCP servers: seconds to start, initialize and list a server"),
         Setting("mcp_call_timeout", float, 60.0, "MCP servers: seconds per tool call, resource read or prompt"),
+        # sessions, the async path and the server (tool-hub serve)
+        Setting("max_sessions", int, 1000, "sessions an app keeps (memory, python workers), least recently used "
+                "out first (0: no limit); the server keeps this many users' apps"),
+        Setting("session_ttl_s", float, 3600.0, "a session (the server: a user) idle this long is forgotten and "
+                "its tool state reset (0: never)"),
+        Setting("async_max_threads", int, 64, "threads of an app's async path (aask, arun, astream) for tool calls "
+                "and LLMs without acomplete"),
+        Setting("serve_host", str, "127.0.0.1", "tool-hub serve: the address to bind"),
+        Setting("serve_port", int, 8000, "tool-hub serve: the port"),
+        Setting("serve_api_keys", str, None, "tool-hub serve: bearer keys, comma-separated; required to bind a "
+                "non-loopback address", secret=True),
+        Setting("serve_workspace_root", str, "./workspace/users", "tool-hub serve: each user's workspace is a "
+                "folder below it (a shared volume for replicas)"),
+        Setting("serve_models", str, "tool-hub=victorinox,tool-hub-planner=planner", "tool-hub serve: model "
+                "names clients ask for, each mapped to an app type"),
+        Setting("serve_max_body_bytes", int, 20_000_000, "tool-hub serve: largest request body (HTTP 413 past it)"),
+        Setting("serve_max_concurrent_runs", int, 64, "tool-hub serve: runs at once (HTTP 429 with Retry-After "
+                "past it)"),
+        Setting("serve_request_timeout_s", float, 600.0, "tool-hub serve: seconds one run may take (0: no limit)"),
+        Setting("serve_shutdown_timeout_s", float, 30.0, "tool-hub serve: seconds a shutdown waits for runs in "
+                "flight"),
     )
 }
 

@@ -269,3 +269,51 @@ def test_schedule_in_the_terminal_makes_lists_and_removes(server_env, monkeypatc
     assert f"{made[0]}: every 10 minutes" in out
     listing = out.rstrip().splitlines()[-1]
     assert made[0] not in listing and "schedule" in listing.lower(), listing
+
+
+def test_ctrl_c_cancels_the_run_and_the_terminal_goes_on(server_env, monkeypatch, capsys, tmp_path):
+    """Ctrl-C while a question runs: the run is cancelled (the python call in flight is killed), the
+    question is forgotten, and the next question is asked with a clean history."""
+    import signal
+    import threading
+    import time
+
+    code = "open('started', 'w').write('1')\nimport time\ntime.sleep(60)"
+    server_env.replies = [act("python", code), answer("two")]
+    started = tmp_path / "ws" / "started"
+
+    def interrupt():
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    out = terminal(monkeypatch, capsys, "first question", "second question", argv=("--tools", "python"))
+    assert started.exists()
+    assert "cancelling" in out and "cancelled" in out
+    assert "two" in out
+    assert len(server_env.bodies) == 2  # no LLM call after the cancel
+    assert user_messages(server_env.bodies[1]) == ["second question"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the terminal's handler is gone
+
+
+def test_a_second_ctrl_c_interrupts_at_once():
+    import signal
+
+    from chatgpt_tool_hub.console.terminal import cancel_on_interrupt
+
+    class App:
+        cancels = 0
+
+        def cancel(self):
+            App.cancels += 1
+
+    notices = []
+    with pytest.raises(KeyboardInterrupt):
+        with cancel_on_interrupt(App(), lambda: notices.append("n")):
+            signal.raise_signal(signal.SIGINT)
+            assert notices == ["n"]  # the first one only cancels
+            signal.raise_signal(signal.SIGINT)
+    assert notices == ["n"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

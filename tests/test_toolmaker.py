@@ -201,3 +201,23 @@ def test_the_example_runs_offline(tmp_path):
     assert "alice's tools now: ['unit-convert']" in out
     assert "bob: Error: no tool named 'unit-convert' was made in this session" in out
     assert out.count("(approver: tool-maker") == 7
+
+
+def test_a_made_tool_is_offered_by_name_in_the_sessions_next_questions(isolated_env):
+    asked = []
+    llm = ScriptedLLM([act("tool-maker", json.dumps(BMI)), answer("made it"),
+                       act("bmi", '{"kg": 70, "m": 1.75}'), answer("22.9"),
+                       act("bmi", '{"kg": 70, "m": 1.75}'), answer("no such tool")])
+    app = AppFactory().create_app(tools_list=["tool-maker"], llm=llm, no_default=True, workspace_dir="workspace",
+                                  approve=lambda name, tool_input: asked.append(name) or True, think_depth=3)
+    try:
+        app.run("make a BMI tool", session_id="alice")
+        used = app.run("BMI of 70 kg, 1.75 m?", session_id="alice")
+        assert used.steps[0].observation == "computing\n22.9"
+        made_line = "bmi: Body-mass index from weight and height."
+        assert made_line in llm.requests[2][0]["content"] and made_line not in llm.requests[0][0]["content"]
+        other = app.run("BMI of 70 kg, 1.75 m?", session_id="bob")  # bob never made it
+        assert other.steps[0].status != "ok" and made_line not in llm.requests[4][0]["content"]
+        assert asked == ["tool-maker", "bmi"]  # the made tool asks the approver too
+    finally:
+        app.close()

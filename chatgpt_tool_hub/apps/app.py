@@ -1,25 +1,27 @@
 """``App``: the ReAct app (``app_type="victorinox"``).
 
-Asking, sessions, callbacks and files come from
+Asking, sessions, callbacks, files and cancelling come from
 :class:`~chatgpt_tool_hub.apps.conversation.ConversationApp`; this class adds
 the ReAct engine, live tool and subtree registration, and the settings the
 terminal changes. Every run builds a fresh engine and keeps its state in its
-own ``RunState``, so one App serves concurrent questions from many threads.
+own ``RunState``, so one App serves concurrent questions from many threads;
+``arun`` / ``astream`` drive the engine on the event loop (``Engine.aiter_run``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 from ..config import tool_prefix
-from ..engine.loop import Engine, EngineSettings
+from ..engine.loop import Engine, EngineSettings, RunBudget
+from ..engine.steps import RunResult
 from ..errors import UserError
 from ..llm.base import LLM, Message
 from ..tools.base import Tool
 from ..tools.context import AppContext
-from .conversation import DEFAULT_SESSION, Callback, ConversationApp, FileAnnouncer
+from .conversation import DEFAULT_SESSION, Callback, ConversationApp, FileAnnouncer, _Final
 
 __all__ = ["App", "DEFAULT_SESSION"]
 
@@ -36,9 +38,11 @@ class App(ConversationApp):
                  callbacks: Sequence[Callback] = (), context: AppContext | None = None,
                  config: dict[str, Any] | None = None,
                  budget_limits: tuple[int | None, int | None] = (None, None),
-                 file_announcer: FileAnnouncer | None = None):
+                 file_announcer: FileAnnouncer | None = None, max_sessions: int | None = None,
+                 session_ttl_s: float | None = None):
         super().__init__(llm, tools, memory_max_tokens=memory_max_tokens, approve=approve, callbacks=callbacks,
-                         file_announcer=file_announcer, context=context, budget_limits=budget_limits)
+                         file_announcer=file_announcer, context=context, budget_limits=budget_limits,
+                         max_sessions=max_sessions, session_ttl_s=session_ttl_s)
         self.settings = settings or EngineSettings()
         self.config = dict(config or {})  # resolved settings without secrets
         from .schedule import resume_schedules
@@ -130,11 +134,31 @@ class App(ConversationApp):
 
     # ---- the engine -------------------------------------------------------------------------------
 
-    def _execute(self, query: str, history: list[Message], session_id: str, stream: bool):
+    def _engine(self, budget: RunBudget, llm: LLM, session_id: str | None = None) -> Engine:
         with self._lock:
-            engine = Engine(self.llm, self._tools.values(), self.settings, approve=self.approve,
-                            budget=self._new_budget(), redactor=self.context.redactor)
+            tools = list(self._tools.values())
+        if session_id is not None:  # tools a tool made for this session (tool-maker), unless a name is taken
+            names = {t.name for t in tools}
+            for owner in list(tools):
+                offered = getattr(owner, "session_tools", None)
+                for made in (offered(session_id) if offered is not None else ()):
+                    if made.name not in names:
+                        names.add(made.name)
+                        tools.append(made)
+        return Engine(llm, tools, self.settings, approve=self.approve, budget=budget,
+                      redactor=self.context.redactor)
+
+    def _execute(self, query: str, history: list[Message], session_id: str, stream: bool, budget: RunBudget,
+                 llm: LLM):
+        engine = self._engine(budget, llm, session_id)
         return (yield from engine.iter_run(query, history, stream=stream, session_id=session_id))
+
+    async def _aexecute(self, query: str, history: list[Message], session_id: str, stream: bool,
+                        budget: RunBudget, llm: LLM) -> AsyncIterator[Any]:
+        engine = self._engine(budget, llm, session_id)
+        async for item in engine.aiter_run(query, history, stream=stream, session_id=session_id,
+                                           executor=self._async_executor()):
+            yield _Final(item) if isinstance(item, RunResult) else item
 
     def __repr__(self) -> str:
         return f"<App {self.app_type} tools={self.tool_names}>"

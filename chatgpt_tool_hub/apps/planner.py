@@ -13,6 +13,7 @@ import logging
 from typing import Any, Callable, Mapping, Sequence
 
 from ..config import SETTINGS, get_typed
+from ..engine.loop import RunBudget
 from ..errors import ConfigError, UserError
 from ..events import Event
 from ..llm.base import LLM, Message
@@ -53,7 +54,8 @@ class PlannerApp(ConversationApp):
                  memory_max_tokens: int = SETTINGS["memory_max_tokens"].default,
                  approve: Callable[[str, Any], bool] | None = None, bot_name: str = _DEFAULTS.bot_name,
                  embedder: Any = None, file_announcer: FileAnnouncer | None = None,
-                 context: AppContext | None = None, budget_limits: tuple[int | None, int | None] = (None, None)):
+                 context: AppContext | None = None, budget_limits: tuple[int | None, int | None] = (None, None),
+                 max_sessions: int | None = None, session_ttl_s: float | None = None):
         _check_int("planner_max_tasks", max_tasks)
         _check_int("planner_max_workers", max_workers)
         if task_timeout is not None and (isinstance(task_timeout, bool) or not isinstance(task_timeout, (int, float))
@@ -69,13 +71,13 @@ class PlannerApp(ConversationApp):
 
             require_embedding_model()  # fail now, with the pip command, not at the first request
         super().__init__(llm, tools, memory_max_tokens=memory_max_tokens, approve=approve, callbacks=callbacks,
-                         file_announcer=file_announcer, context=context, budget_limits=budget_limits)
+                         file_announcer=file_announcer, context=context, budget_limits=budget_limits,
+                         max_sessions=max_sessions, session_ttl_s=session_ttl_s)
         self.catalog = load_catalog(catalog)
         self.selector = ModelSelector(self.catalog, model_selection, top_k, embedder=embedder)
         self.settings = PlannerSettings(max_tasks=max_tasks, max_workers=max_workers,
                                         task_timeout=float(task_timeout) if task_timeout else None, bot_name=bot_name,
                                         model_selection=model_selection, top_k=top_k)
-        self._active: set[RunControl] = set()
         self._pool = DaemonPool(f"planner-{id(self):x}")  # task threads, reused across requests
         self._closed = False
 
@@ -98,20 +100,17 @@ class PlannerApp(ConversationApp):
         return cls(llm, tools, **{**arguments, **kwargs})
 
     def cancel(self, session_id: str | None = None) -> int:
-        """Cancel the requests in flight (one session's, or all): tasks not yet started never start,
-        running ones are abandoned, and the request returns at once. Returns how many were cancelled."""
-        with self._lock:
-            controls = [c for c in self._active if session_id is None or c.session_id == session_id]
-        for control in controls:
-            control.cancel()
-        return len(controls)
+        """Cancel the requests in flight (one session's, or all), like the ReAct app's ``cancel``: tasks not
+        yet started never start, the processes of running python / terminal tasks are killed, and each
+        request returns at once with ``stopped_by="cancelled"`` and the task results so far. Returns how
+        many were cancelled."""
+        return super().cancel(session_id)
 
     def close(self) -> None:
         """Cancel requests in flight, stop the task threads, close the tools."""
         self._closed = True
-        self.cancel()
-        self._pool.close()
         super().close()
+        self._pool.close()
 
     # ---- internals ---------------------------------------------------------------------------
 
@@ -119,18 +118,18 @@ class PlannerApp(ConversationApp):
         if self._closed:
             raise UserError("this PlannerApp is closed; build a new one")
 
-    def _execute(self, query: str, history: list[Message], session_id: str, stream: bool):
+    def _execute(self, query: str, history: list[Message], session_id: str, stream: bool, budget: RunBudget,
+                 llm: LLM):
         control = RunControl(session_id)
         with self._lock:
-            request = Request(self.llm, dict(self._tools), self.selector, self.settings, query, history,
+            request = Request(llm, dict(self._tools), self.selector, self.settings, query, history,
                               session_id=session_id, stream=stream, control=control, approve=self.approve,
-                              pool=self._pool, budget=self._new_budget(), redactor=self.context.redactor)
-            self._active.add(control)
+                              pool=self._pool, budget=budget, redactor=self.context.redactor)
+        remove = budget.on_cancel(control.cancel)  # app.cancel() reaches the DAG; the tools' hooks kill their work
         try:
             return (yield from iter_request(request))
         finally:
-            with self._lock:
-                self._active.discard(control)
+            remove()
             control.cancel()  # a consumer that stopped reading leaves no task running
 
     def __repr__(self) -> str:

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import difflib
 import re
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from ..config import DEFAULT_BASE_URL, Settings
 from ..errors import ModelFeedbackError, RunError, ToolHubError, UserError
@@ -24,7 +27,7 @@ from . import EventView, print_session_tools
 from .transcript import Transcript, Turn, copy_to_clipboard
 
 __all__ = ["TerminalSession", "HELP", "run_question", "Outcome", "empty_reply_help", "unknown_tool_message",
-           "forget_last_turn", "speech_parts", "VOICE_INPUT", "VOICE_OUTPUT"]
+           "forget_last_turn", "cancel_on_interrupt", "speech_parts", "VOICE_INPUT", "VOICE_OUTPUT"]
 
 HELP = """Commands:
   /tools          list the tools of this session
@@ -59,6 +62,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 class Outcome:
     answer: str | None  # None: no answer came
     empty: bool = False  # the model only sent empty replies
+    cancelled: bool = False  # the run was cancelled (Ctrl-C)
 
 
 def run_question(app: Any, question: str, view: Callable[[Any], None], *, files: Iterable[Any] = ()) -> Outcome:
@@ -73,7 +77,7 @@ def run_question(app: Any, question: str, view: Callable[[Any], None], *, files:
             if event.stopped_by == "parse_error" and not seen:
                 outcome = Outcome(None, empty=True)
                 continue
-            outcome = Outcome(event.text)
+            outcome = Outcome(event.text, cancelled=event.stopped_by == "cancelled")
         elif kind in ("thought", "action", "observation") or (kind == "token" and event.text.strip()):
             seen = True
         view(event)
@@ -100,17 +104,33 @@ def unknown_tool_message(name: str, known: Iterable[str], hint: str = "`tool-hub
 
 
 def forget_last_turn(app: Any, session_id: str = DEFAULT_SESSION) -> bool:
-    """Drop the session's last question and answer (or file announcement) from the app's memory.
+    """Drop the session's last question and answer (or file announcement) from the app's memory."""
+    forget = getattr(app, "forget_last_turn", None)
+    return bool(forget(session_id)) if forget is not None else False
 
-    The memory (``engine.memory.ConversationMemory``) has no pop: it is read,
-    cleared and given back all but its last two messages."""
-    memory = app._memory(session_id)
-    messages = memory.messages()
-    if len(messages) < 2 or messages[-1]["role"] != "assistant" or messages[-2]["role"] != "user":
-        return False
-    memory.clear()
-    memory.add_messages(messages[:-2])
-    return True
+
+@contextmanager
+def cancel_on_interrupt(app: Any, notice: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, the first Ctrl-C cancels the app's runs (``app.cancel`` from a thread, as a
+    signal handler may not block) so the run ends cleanly with its steps so far; a second Ctrl-C raises
+    ``KeyboardInterrupt`` as usual. Outside the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(app, "cancel"):
+        yield
+        return
+    pressed: list[int] = []
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(signum)
+        notice()
+        threading.Thread(target=app.cancel, name="tool-hub-cancel", daemon=True).start()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def speech_parts(text: str, limit: int) -> list[str]:
@@ -186,7 +206,9 @@ class TerminalSession:
     def ask(self, question: str, *, kind: str = "question", turn_files: Iterable[str] = ()) -> str | None:
         """Ask ``question``, show what happens, keep the turn; the answer, or None when there is none."""
         try:
-            outcome = run_question(self.app, question, self.view)
+            with cancel_on_interrupt(self.app, lambda: self.console.print(
+                    "[red]cancelling[/] (Ctrl-C again to stop at once)")):
+                outcome = run_question(self.app, question, self.view)
         except KeyboardInterrupt:
             self.console.print("[red]interrupted[/]")
             return None
@@ -198,6 +220,10 @@ class TerminalSession:
         if outcome.empty:
             forget_last_turn(self.app)  # the app kept its stand-in answer: the next question starts clean
             self.error("no answer:", empty_reply_help(self.app))
+            return None
+        if outcome.cancelled:
+            forget_last_turn(self.app)  # a cancelled question is not part of the conversation
+            self.console.print("[red]cancelled[/]: the question and its partial answer are forgotten")
             return None
         self.transcript.add(Turn(kind, question, outcome.answer or "", list(turn_files)))
         return outcome.answer

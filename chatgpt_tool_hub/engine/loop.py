@@ -8,35 +8,61 @@ With ``tool_calling="native"`` the LLM gets the tools as function schemas and
 answers with tool calls (see :mod:`.native`); each call is dispatched exactly
 like a text-protocol action, through :func:`.dispatch.dispatch`, the one place
 that resolves, approves, charges, runs, redacts, strips and truncates.
+
+The loop never calls the LLM itself: it yields an ``_LLMCall`` and gets the
+response back, so the same loop has two drivers. ``iter_run`` (a generator)
+makes the calls with ``complete`` / ``stream``; ``aiter_run`` (an async
+generator) awaits ``acomplete`` / ``astream`` on the event loop and runs only
+the tool calls in threads (tools block). A :class:`RunBudget` makes a run
+cancellable: after ``cancel()`` the next charge raises :class:`RunCancelled`,
+a pending LLM call is abandoned, the tools' kill hooks run, and the run ends
+with ``stopped_by="cancelled"`` and the steps so far.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterable, Sequence
+from typing import Any, AsyncIterator, Callable, Generator, Iterable, Sequence
 
 from ..errors import OutputParserError, UserError
-from ..events import AnswerEvent, ErrorEvent, Event, ThoughtEvent, TokenEvent
-from ..llm.base import LLM, LLMResponse, Message, StreamChunk, ToolCall, call_llm, collect_stream, stream_llm
-from ..llm.stops import StopCutter, cut_at_stop
+from ..events import AnswerEvent, ErrorEvent, Event, ThoughtEvent
+from ..llm.base import LLM, LLMResponse, Message, ToolCall, acall_llm, astream_llm, call_llm, stream_llm
+from ..llm.stops import cut_at_stop
 from ..redact import Redactor
 from ..tools.base import Tool, ToolContext
 from . import native
 from .budget import Budget, BudgetExceeded
+from .drivers import RunBudget, RunCancelled, StreamFold, cancellable, interruptible, interruptible_iter, one
 from .dispatch import dispatch, resolve_tool, truncate_observation
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts, tool_block
 from .steps import ParseFailureStep, RunResult, RunState, ToolStep
 
-__all__ = ["Engine", "EngineSettings", "truncate_observation", "STOP_SEQUENCES"]
+__all__ = ["Engine", "EngineSettings", "truncate_observation", "STOP_SEQUENCES", "RunBudget", "RunCancelled"]
 
 log = logging.getLogger("chatgpt_tool_hub.engine")
 STOP_SEQUENCES = ["\nObservation:", "\nObservation："]
 Approver = Callable[[str, Any], bool]
 RunGen = Generator[Event, None, RunResult]
+_CANCELLED = {"en": "The run was cancelled before it finished.", "zh": "运行在完成前被取消。"}
+_LAST_OBSERVATION = {"en": "The last observation was:", "zh": "最后的观察结果："}
+
+
+@dataclass(frozen=True)
+class _LLMCall:
+    """What the loop asks its driver for: one LLM call (the driver yields the tokens of a stream)."""
+
+    messages: list
+    tools: list | None
+    stream: bool
+
+
+_TOOL_START = object()  # the loop is about to run a tool: the async driver moves to a thread
+_TOOL_END = object()    # back from the tool
 
 
 @dataclass
@@ -76,11 +102,95 @@ class Engine:
 
     def iter_run(self, query: str, history: Sequence[Message] = (), *, stream: bool = False,
                  session_id: str = "default") -> RunGen:
+        """The run as a generator of events; its return value is the :class:`RunResult`."""
+        steps = self._steps(query, history, stream, session_id)
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    item = steps.throw(error) if error is not None else steps.send(value)
+                except StopIteration as stop:
+                    return stop.value
+                value = error = None
+                if isinstance(item, _LLMCall):
+                    try:
+                        value = yield from self._llm_sync(item)
+                    except Exception as exc:  # the loop decides: cancelled, budget, or up to the caller
+                        error = exc
+                elif item is not _TOOL_START and item is not _TOOL_END:
+                    yield item
+        finally:
+            steps.close()
+
+    async def aiter_run(self, query: str, history: Sequence[Message] = (), *, stream: bool = False,
+                        session_id: str = "default", executor: Any = None) -> AsyncIterator[Any]:
+        """The run for asyncio: yields the events, then the :class:`RunResult` as the last item.
+
+        LLM calls are awaited (``acomplete`` / ``astream``; an LLM without them runs in
+        ``executor``); tool calls run in ``executor`` (None: the loop's default). When the
+        consuming task is cancelled, the run's :class:`RunBudget` is cancelled (the tools'
+        processes are killed) and the tool call in flight is waited for before
+        ``CancelledError`` goes on: nothing the run started is left running.
+        """
+        steps = self._steps(query, history, stream, session_id)
+        loop = asyncio.get_running_loop()
+        value: Any = None
+        error: BaseException | None = None
+        threaded = False
+        try:
+            while True:
+                try:
+                    if threaded:
+                        item = await self._step_in_thread(loop, executor, steps, value, error)
+                    else:
+                        item = steps.throw(error) if error is not None else steps.send(value)
+                except StopIteration as stop:
+                    yield stop.value
+                    return
+                value = error = None
+                if item is _TOOL_START or item is _TOOL_END:
+                    threaded = item is _TOOL_START
+                elif isinstance(item, _LLMCall):
+                    threaded = False
+                    try:
+                        async for piece in self._llm_async(item, executor):
+                            if isinstance(piece, LLMResponse):
+                                value = piece
+                            else:
+                                yield piece
+                    except Exception as exc:
+                        error = exc
+                else:
+                    yield item
+        finally:
+            steps.close()
+
+    async def _step_in_thread(self, loop: Any, executor: Any, steps: Generator, value: Any,
+                              error: BaseException | None) -> Any:
+        step = (lambda: steps.throw(error)) if error is not None else (lambda: steps.send(value))
+        future = loop.run_in_executor(executor, step)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            cancel = getattr(self.budget, "cancel", None)
+            if callable(cancel):
+                cancel("the caller went away")  # kills what the tool started
+            while not future.done():  # the thread ends its tool call; never leave it running
+                try:
+                    await asyncio.wait({future})
+                except asyncio.CancelledError:
+                    continue
+            raise
+
+    def _steps(self, query: str, history: Sequence[Message], stream: bool, session_id: str) -> Generator:
         language = detect_language(query, self.settings.prompt_language)
         state = RunState(query=query, messages=self._initial_messages(query, history, language), language=language,
                          session_id=session_id)
         try:
             return (yield from self._loop(state, stream))
+        except RunCancelled:
+            return (yield from self._cancelled(state))
         except BudgetExceeded as exc:
             return (yield from self._out_of_budget(state, exc))
 
@@ -121,30 +231,72 @@ class Engine:
     # ---- one step each ---------------------------------------------------------
 
     def _call_llm(self, state: RunState, stream: bool,
-                  tools: list[dict] | None = None) -> Generator[Event, None, LLMResponse]:
+                  tools: list[dict] | None = None) -> Generator[Any, Any, LLMResponse]:
         if self.budget is not None:
             self.budget.charge_llm()
         started = time.perf_counter()
-        if stream:  # stop sequences are applied here too: a server may ignore them or split one over chunks
-            chunks: list[StreamChunk] = []
-            stops = StopCutter(STOP_SEQUENCES)
-            for chunk in stream_llm(self.llm, state.messages, STOP_SEQUENCES, tools):
-                text = stops.feed(chunk.text or "")
-                chunks.append(StreamChunk(text, chunk.finish_reason, chunk.usage, list(chunk.tool_calls or ())))
-                if text:
-                    yield TokenEvent(text, self.settings.depth)
-            tail = stops.flush()
-            if tail:
-                chunks.append(StreamChunk(tail))
-                yield TokenEvent(tail, self.settings.depth)
-            response = collect_stream(iter(chunks))
-        else:
-            response = call_llm(self.llm, state.messages, STOP_SEQUENCES, tools)
-            response.text = cut_at_stop(response.text, STOP_SEQUENCES)[0]
+        response = yield _LLMCall(state.messages, tools, stream)  # made by the driver
         state.usage.calls.append(response.usage)
         log.debug("llm call %d: %d chars, finish=%s, %.3fs", state.usage.llm_calls, len(response.text or ""),
                   response.finish_reason, time.perf_counter() - started)
         return response
+
+    # ---- the drivers' LLM calls --------------------------------------------------------
+
+    def _control(self) -> "RunBudget | None":
+        return self.budget if isinstance(self.budget, RunBudget) else None
+
+    def _llm_sync(self, call: _LLMCall) -> Generator[Event, None, LLMResponse]:
+        """One LLM call for ``iter_run``; with a :class:`RunBudget` it waits in a way ``cancel()`` interrupts."""
+        control = self._control()
+        if not call.stream:
+            def complete() -> LLMResponse:
+                return call_llm(self.llm, call.messages, STOP_SEQUENCES, call.tools)
+
+            response = complete() if control is None else interruptible(complete, control)
+            response.text = cut_at_stop(response.text, STOP_SEQUENCES)[0]
+            return response
+        fold = StreamFold(self.settings.depth, STOP_SEQUENCES)
+        open_stream = lambda: stream_llm(self.llm, call.messages, STOP_SEQUENCES, call.tools)  # noqa: E731
+        chunks = open_stream() if control is None else interruptible_iter(open_stream, control)
+        try:
+            for chunk in chunks:
+                token = fold.feed(chunk)
+                if token is not None:
+                    yield token
+        finally:
+            close = getattr(chunks, "close", None)
+            if callable(close):
+                close()
+        tail = fold.flush()
+        if tail is not None:
+            yield tail
+        return fold.response()
+
+    async def _llm_async(self, call: _LLMCall, executor: Any) -> AsyncIterator[Any]:
+        """One LLM call for ``aiter_run``: token events, then the response. ``cancel()`` from any thread
+        abandons the call and raises :class:`RunCancelled`."""
+        control = self._control()
+        if control is not None:
+            control.check()
+        fold = StreamFold(self.settings.depth, STOP_SEQUENCES) if call.stream else None
+        if call.stream:
+            source = astream_llm(self.llm, call.messages, STOP_SEQUENCES, call.tools, executor=executor)
+        else:
+            source = one(acall_llm(self.llm, call.messages, STOP_SEQUENCES, call.tools, executor=executor))
+        async for item in cancellable(source, control):
+            if fold is None:
+                item.text = cut_at_stop(item.text, STOP_SEQUENCES)[0]
+                yield item
+                return
+            token = fold.feed(item)
+            if token is not None:
+                yield token
+        if fold is not None:
+            tail = fold.flush()
+            if tail is not None:
+                yield tail
+            yield fold.response()
 
     def _send_feedback(self, state: RunState, text: str, err: OutputParserError) -> Generator[Event, None, None]:
         failure = ParseFailureStep(text, err.feedback)
@@ -163,9 +315,11 @@ class Engine:
             context = state.tool_context = ToolContext(
                 session_id=state.session_id, depth=self.settings.depth, budget=self.budget, llm=self.llm,
                 emit=state.emit, approve=self.approve, usage=state.usage, redactor=self.redactor)
+        yield _TOOL_START  # the async driver runs the call in a thread, until _TOOL_END (or the next LLM call)
         outcome = yield from dispatch(self.tools, action.tool, action.tool_input, context,
                                       prompts=self._prompts(state), max_chars=self.settings.observation_max_chars,
                                       native=call_id is not None, nested=state.drain_nested)
+        yield _TOOL_END
         step = ToolStep(outcome.tool, action.tool_input, outcome.observation, action.thought, action.log or "",
                         outcome.status, outcome.seconds, call_id)
         state.steps.append(step)
@@ -200,6 +354,15 @@ class Engine:
         last = state.steps[-1].observation if state.steps else ""
         output = self._prompts(state).render("budget_fallback", reason=str(exc), observation=last or "-")
         return (yield from self._answer(state, output, "budget"))
+
+    def _cancelled(self, state: RunState) -> RunGen:
+        """The run was cancelled: what was observed so far, and the steps."""
+        language = "zh" if state.language == "zh" else "en"
+        output = _CANCELLED[language]
+        last = state.steps[-1].observation if state.steps else ""
+        if last:
+            output = f"{output} {_LAST_OBSERVATION[language]}\n{last}"
+        return (yield from self._answer(state, output, "cancelled"))
 
     def _answer(self, state: RunState, output: str, stopped_by: str) -> RunGen:
         yield AnswerEvent(output, stopped_by, self.settings.depth)

@@ -9,7 +9,7 @@ from ..llm.base import Message, Usage
 
 __all__ = ["ToolStep", "ParseFailureStep", "RunUsage", "RunResult", "RunState", "StopReason"]
 
-StopReason = Literal["answer", "think_depth", "parse_error", "budget", "error"]
+StopReason = Literal["answer", "think_depth", "parse_error", "budget", "error", "cancelled"]
 
 
 @dataclass

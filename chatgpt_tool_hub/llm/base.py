@@ -2,16 +2,24 @@
 
 With native tool calling (opt-in), ``complete`` also takes ``tools`` (OpenAI
 function schemas) and the response may carry :class:`ToolCall` objects.
+
+The async path is optional: an LLM object may have ``acomplete`` and
+``astream`` (coroutine / async iterator, same arguments); :func:`acall_llm`
+and :func:`astream_llm` use them, and run ``complete`` / ``stream`` in a
+thread for objects without them. ``with_options(temperature=..., max_tokens=...)``
+(optional too) returns a copy with other sampling settings for one request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, AsyncIterator, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 __all__ = ["Message", "Usage", "ToolCall", "LLMResponse", "StreamChunk", "LLM", "BaseLLM", "collect_stream",
-           "call_llm", "stream_llm", "as_response", "as_tool_calls"]
+           "call_llm", "stream_llm", "acall_llm", "astream_llm", "with_options", "as_response", "as_tool_calls"]
 
 # {"role": "system" | "user" | "assistant", "content": str}; with native tool calls also an assistant
 # message with "tool_calls" and {"role": "tool", "tool_call_id": ..., "content": ...}
@@ -255,3 +263,103 @@ def _open_stream(streamer: Any, messages: Sequence[Message], stop: Sequence[str]
         if extra and _rejects_tools(exc):
             return None
         raise
+
+
+# ---- the async path -------------------------------------------------------------------------
+
+
+def with_options(llm: Any, **options: Any) -> Any:
+    """``llm.with_options(**options)`` (unset options dropped) when the object has it, else ``llm`` itself."""
+    options = {k: v for k, v in options.items() if v is not None}
+    method = getattr(llm, "with_options", None)
+    if not options or not callable(method):
+        return llm
+    return method(**options)
+
+
+async def acall_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None,
+                    tools: Sequence[dict] | None = None, *, executor: Any = None) -> LLMResponse:
+    """:func:`call_llm` for asyncio: ``llm.acomplete`` awaited when the object has one, else ``complete``
+    in ``executor`` (None: the event loop's default)."""
+    from .stops import cut_at_stop
+
+    acomplete = getattr(llm, "acomplete", None)
+    if acomplete is None:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(executor, lambda: call_llm(llm, messages, stop, tools))
+    extra = {"tools": list(tools)} if tools else {}
+    try:
+        response = as_response(await acomplete(list(messages), stop=list(stop) if stop else None, **extra))
+    except TypeError as exc:
+        if extra and _rejects_tools(exc):
+            raise _no_native_tools(llm) from None
+        raise
+    response.text = cut_at_stop(response.text, stop)[0]
+    return response
+
+
+async def astream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None,
+                      tools: Sequence[dict] | None = None, *, executor: Any = None) -> AsyncIterator[StreamChunk]:
+    """:func:`stream_llm` for asyncio: ``llm.astream`` when the object has one, else one chunk from
+    ``acomplete``, else ``stream`` read in a thread of ``executor`` (chunks arrive as they are made)."""
+    astream = getattr(llm, "astream", None)
+    if astream is not None:
+        extra = {"tools": list(tools)} if tools else {}
+        source = astream(list(messages), stop=list(stop) if stop else None, **extra)
+        try:
+            async for chunk in source:
+                yield StreamChunk(text=chunk) if isinstance(chunk, str) else chunk
+        finally:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        return
+    if getattr(llm, "acomplete", None) is not None:
+        response = await acall_llm(llm, messages, stop, tools, executor=executor)
+        yield StreamChunk(text=response.text, finish_reason=response.finish_reason, usage=response.usage,
+                          tool_calls=list(response.tool_calls))
+        return
+    async for chunk in _threaded_stream(lambda: stream_llm(llm, messages, stop, tools), executor):
+        yield chunk
+
+
+_DONE = object()
+
+
+async def _threaded_stream(open_stream: Any, executor: Any) -> AsyncIterator[StreamChunk]:
+    """A sync stream read in one thread of ``executor``; chunks are handed to the event loop as they come."""
+    loop = asyncio.get_running_loop()
+    chunks: asyncio.Queue = asyncio.Queue()
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            source = open_stream()
+            try:
+                for chunk in source:
+                    loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+                    if stop.is_set():
+                        break
+            finally:
+                close = getattr(source, "close", None)
+                if callable(close):
+                    close()
+            loop.call_soon_threadsafe(chunks.put_nowait, _DONE)
+        except BaseException as exc:  # noqa: BLE001 - raised in the reader
+            loop.call_soon_threadsafe(chunks.put_nowait, exc)
+
+    reader = loop.run_in_executor(executor, read)
+    try:
+        while True:
+            item = await chunks.get()
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        if reader.done():
+            reader.exception()  # retrieved: never "exception was never retrieved"
+        else:
+            reader.add_done_callback(lambda f: f.cancelled() or f.exception())

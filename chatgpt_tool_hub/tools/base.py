@@ -180,6 +180,11 @@ class Tool:
     def reset(self, session_id: str | None = None) -> None:
         """Forget per-session state (one session, or all when ``None``)."""
 
+    def session_tools(self, session_id: str) -> list["Tool"]:
+        """Tools this tool made for ``session_id`` (``tool-maker``'s): the app offers them to the model
+        in that session's next questions, next to the app's own tools."""
+        return []
+
     @property
     def single_parameter(self) -> str | None:
         """The name of the only parameter, when the tool takes exactly one."""

@@ -13,7 +13,11 @@ environment, the workspace as working directory and ``HOME``, a private
 started when the worker ends (``os._exit``, an rlimit, a crash), when the code
 kills the worker's parent, and when the application dies. The wall timeout
 kills the whole process tree with ``SIGKILL`` (the group and, on Linux,
-children that left it with ``setsid``); the next call starts a fresh worker. Requests and replies are length-prefixed JSON frames on
+children that left it with ``setsid``); the next call starts a fresh worker. A run that is
+cancelled (``app.cancel``, a server client that went away: the run's
+``RunBudget`` in ``ToolContext.budget``) kills the worker of the call in
+flight the same way, at once; so does ``KeyboardInterrupt`` while the code
+runs. Requests and replies are length-prefixed JSON frames on
 private pipes; printed output travels on a separate pipe read with a cap, so
 neither ``os.write(1, ...)`` nor a 100 MB print can corrupt the protocol or
 fill the parent's memory. See docs/tools/python.md.
@@ -164,8 +168,17 @@ class PythonTool(Tool):
         if not _POSIX:
             return self._render(self._run_once(code), None)
         session_id = str(getattr(context, "session_id", None) or "default")
+        budget = getattr(context, "budget", None)
+        on_cancel = getattr(budget, "on_cancel", None)
         with self._pool.session(session_id) as session:
-            outcome, note = self._execute(session, code)
+            if getattr(budget, "cancelled", False):
+                raise ToolExecutionError("the run was cancelled; the code was not run")
+            remove = on_cancel(lambda: self._pool.interrupt(session)) if callable(on_cancel) else None
+            try:
+                outcome, note = self._execute(session, code)
+            finally:
+                if remove is not None:
+                    remove()
         return self._render(outcome, note)
 
     def _execute(self, session: "_Session", code: str) -> tuple["_Outcome", str | None]:
@@ -175,10 +188,17 @@ class PythonTool(Tool):
             session.discard()
         if session.worker is None:
             session.worker = self._spawn()
-        outcome = session.worker.execute(code, self.timeout, self.max_output_chars)
+        if session.interrupted:  # cancelled while the worker started: it never runs the code
+            session.discard()
+            return _Outcome("", "cancelled"), note
+        try:
+            outcome = session.worker.execute(code, self.timeout, self.max_output_chars)
+        except BaseException:  # KeyboardInterrupt while the code runs: never leave it running
+            session.discard()
+            raise
         if outcome.status == "died" and session.retired:
-            outcome = replace(outcome, status="reset")
-        if outcome.status in ("timeout", "died", "broken", "hangup", "reset"):
+            outcome = replace(outcome, status="cancelled" if session.interrupted else "reset")
+        if outcome.status in ("timeout", "died", "broken", "hangup", "reset", "cancelled"):
             session.discard()
         return outcome, note
 
@@ -213,6 +233,8 @@ class PythonTool(Tool):
             return f"Error: the code ran longer than {self.timeout:g} s and was stopped (python_timeout). {_LOST}"
         if outcome.status == "reset":
             return f"Error: the session was reset (or the tool closed) while the code ran; it was stopped. {_LOST}"
+        if outcome.status == "cancelled":
+            return f"Error: the run was cancelled while the code ran; the code was stopped. {_LOST}"
         if outcome.status == "broken":
             return f"Error: the Python process sent a garbled reply and was stopped. {_LOST}"
         if outcome.status == "hangup":
@@ -241,7 +263,7 @@ class PythonTool(Tool):
 @dataclass(frozen=True)
 class _Outcome:
     output: str
-    status: str  # ok | error | exit | timeout | died | broken | hangup | reset
+    status: str  # ok | error | exit | timeout | died | broken | hangup | reset | cancelled
     code: int | None = None  # exit status of sys.exit
     returncode: int | None = None  # of the process, when it died
 
@@ -389,13 +411,14 @@ def _close_fds(*fds: int) -> None:
 
 
 class _Session:
-    __slots__ = ("key", "lock", "worker", "retired")
+    __slots__ = ("key", "lock", "worker", "retired", "interrupted")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.lock = threading.Lock()
         self.worker: _Worker | None = None
         self.retired = False  # reset or evicted: whoever holds the lock cleans up
+        self.interrupted = False  # the run of the call in flight was cancelled
 
     def discard(self) -> None:
         worker, self.worker = self.worker, None
@@ -461,6 +484,17 @@ class _WorkerPool:
                 elif session.worker is not None:
                     session.worker.terminate()  # its caller cleans up when the call returns
         self._discard_all(free)
+
+    def interrupt(self, session: _Session) -> None:
+        """The run whose call holds ``session`` was cancelled: kill its worker now (from any thread);
+        the call ends as "cancelled" and the session starts afresh next time."""
+        with self._lock:
+            session.interrupted = session.retired = True
+            if self._sessions.get(session.key) is session:
+                del self._sessions[session.key]
+            worker = session.worker
+        if worker is not None:
+            worker.terminate()
 
     def _evict(self) -> None:
         with self._lock:

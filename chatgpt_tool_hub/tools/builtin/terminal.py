@@ -20,6 +20,12 @@ groups, ``bash -c``, ``$(...)``). It is a tripwire against an LLM's mistakes,
 get around it.
 The shell runs as the application's user; isolate the application (a
 container, a VM, a low-privilege account) when the model is not trusted.
+
+A run that is cancelled (``app.cancel``, a server client that went away: the
+run's ``RunBudget`` in ``ToolContext.budget``) kills the command's whole tree
+at once: each call marks its child's environment with a call id
+(``TOOL_HUB_CALL``), by which the cancel hook finds the child among this
+process's children (Linux ``/proc``).
 """
 
 from __future__ import annotations
@@ -27,13 +33,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
-from ..base import Tool
+from ..base import DEFAULT_CONTEXT, Tool
+from ._launcher import processes
 from ._nsfc import NSFC_RULES, nsfc_check
-from ._sandbox import describe_signal, run_sandboxed, scrubbed_env, strip_control
+from ._sandbox import describe_signal, kill_tree, run_sandboxed, scrubbed_env, strip_control
 from ._workspace import make_folder
 
 __all__ = ["TerminalTool", "nsfc_check", "NSFC_RULES"]
@@ -50,6 +60,7 @@ class TerminalTool(Tool):
     )
     parameters = None
     dangerous = True
+    needs_context = True
 
     def __init__(self, *, timeout: float = 20.0, max_output_chars: int = 8000, return_err_output: bool = True,
                  nsfc_filter: bool = True, workspace_dir: str | os.PathLike = "./workspace", max_memory_mb: int = 0):
@@ -87,7 +98,7 @@ class TerminalTool(Tool):
                 tool_input = command
         return super().run(tool_input, context)
 
-    def _run(self, text: str) -> str:
+    def _run(self, text: str, context: Any = DEFAULT_CONTEXT) -> str:
         command = extract_command(text)
         if not command:
             raise ToolInputError("the terminal tool needs a shell command as its input, e.g. ls -la")
@@ -101,11 +112,25 @@ class TerminalTool(Tool):
                     "Do not try to get around the filter; use a safer command limited to the workspace, "
                     "or tell the user what you wanted to run and why.")
         self.workspace.mkdir(parents=True, exist_ok=True)
-        result = run_sandboxed([self.shell, "-c", command], cwd=self.workspace, timeout=self.timeout,
-                               max_memory_mb=self.max_memory_mb, max_output_chars=self.max_output_chars,
-                               env=scrubbed_env(home=self.workspace), merge_stderr=self.return_err_output)
+        budget = getattr(context, "budget", None)
+        if getattr(budget, "cancelled", False):
+            raise ToolExecutionError("the run was cancelled; the command was not run")
+        call = _Call()
+        on_cancel = getattr(budget, "on_cancel", None)
+        remove = on_cancel(call.kill) if callable(on_cancel) else None
+        try:
+            result = run_sandboxed([self.shell, "-c", command], cwd=self.workspace, timeout=self.timeout,
+                                   max_memory_mb=self.max_memory_mb, max_output_chars=self.max_output_chars,
+                                   env=scrubbed_env({_MARK: call.id}, home=self.workspace),
+                                   merge_stderr=self.return_err_output)
+        finally:
+            call.finished.set()
+            if remove is not None:
+                remove()
         output = strip_control(result.output).rstrip("\n")
         problem = self._problem(result.timed_out, result.returncode)
+        if call.killed:
+            problem = "Error: the run was cancelled while the command ran; the command and what it started were stopped"
         if problem:
             return f"{output}\n{problem}" if output.strip() else problem
         return output if output.strip() else "(no output)"
@@ -119,6 +144,50 @@ class TerminalTool(Tool):
         if returncode:
             return f"(exit status {returncode})"
         return None
+
+
+_MARK = "TOOL_HUB_CALL"
+_FIND_FOR_S = 2.0  # cancelled before its process appeared: how long to look for it
+
+
+class _Call:
+    """One command in flight, found by the call id in its environment when its run is cancelled."""
+
+    def __init__(self) -> None:
+        self.id = uuid.uuid4().hex
+        self.killed = False
+        self.finished = threading.Event()
+
+    def kill(self) -> None:
+        """Kill the command's tree (from the cancelling thread); if it is not started yet, keep looking
+        for it a little while in the background."""
+        self.killed = True
+        if not self._kill_now():
+            threading.Thread(target=self._hunt, name="tool-hub-terminal-cancel", daemon=True).start()
+
+    def _hunt(self) -> None:
+        deadline = time.monotonic() + _FIND_FOR_S
+        while not self.finished.is_set() and time.monotonic() < deadline:
+            if self._kill_now():
+                return
+            self.finished.wait(0.01)
+
+    def _kill_now(self) -> bool:
+        mark = f"{_MARK}={self.id}".encode()
+        me = os.getpid()
+        found = False
+        for pid, (parent, _) in processes().items():
+            if parent != me:
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    environ = fh.read().split(b"\0")
+            except OSError:
+                continue
+            if mark in environ:
+                kill_tree(pid)
+                found = True
+        return found
 
 
 def extract_command(text: str) -> str:

@@ -49,6 +49,7 @@ class MadeTool(Tool):
     """A tool made by ``tool-maker``: a schema, and a function that runs in the session's sandbox worker."""
 
     needs_context = True
+    dangerous = True  # it runs code the model wrote: the approver is asked, as for tool-maker's own calls
 
     def __init__(self, maker: "ToolMakerTool", session_id: str, name: str, description: str, parameters: dict,
                  source: str, function: str):
@@ -129,6 +130,9 @@ class ToolMakerTool(Tool):
         """The tools made in ``session_id``, in the order they were made."""
         with self._lock:
             return list(self._made.get(session_id, {}).values())
+
+    def session_tools(self, session_id: str) -> list[Tool]:
+        return list(self.tools_for(session_id))
 
     def reset(self, session_id: str | None = None) -> None:
         """Forget the tools of one session (every session's with ``None``) and stop its worker."""

@@ -1,0 +1,78 @@
+"""``tool-hub serve [--host 127.0.0.1] [--port 8000]``: the API server, run with uvicorn.
+
+The ``tool-hub`` command adds it with ``add_serve_command(subparsers)``;
+``python -m chatgpt_tool_hub.server.cli`` runs it alone. SIGTERM or Ctrl-C
+stops taking connections and waits up to ``serve_shutdown_timeout_s`` for the
+runs in flight; then every user's app is closed (their python workers end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+__all__ = ["add_serve_command", "cmd_serve", "main"]
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 2
+
+
+def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``serve`` to the ``tool-hub`` command's subparsers."""
+    serve = subparsers.add_parser("serve", help="serve the engine over HTTP (OpenAI's chat API)",
+                                  description="Serve OpenAI's chat completions API (and JARVIS's planner API) "
+                                              "over this machine's tools. Needs pip install "
+                                              '"chatgpt-tool-hub[server]".')
+    serve.add_argument("--host", help="address to bind (SERVE_HOST; default 127.0.0.1; another address needs "
+                                      "SERVE_API_KEYS)")
+    serve.add_argument("--port", type=int, help="port (SERVE_PORT; default 8000)")
+    serve.set_defaults(func=cmd_serve)
+    return serve
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Build the server from the configuration and run it until it is stopped."""
+    try:
+        import uvicorn
+    except ImportError:
+        print('tool-hub serve needs FastAPI and uvicorn: pip install "chatgpt-tool-hub[server]"', file=sys.stderr)
+        return EXIT_CONFIG
+    from ..errors import ConfigError
+    from . import create_server
+
+    kwargs: dict[str, Any] = {}
+    if getattr(args, "host", None):
+        kwargs["serve_host"] = args.host
+    if getattr(args, "port", None):
+        kwargs["serve_port"] = args.port
+    if getattr(args, "model", None):
+        kwargs["model_name"] = args.model
+    if getattr(args, "depth", None) is not None:
+        kwargs["think_depth"] = args.depth
+    tools = args.tools.split(",") if getattr(args, "tools", None) else None
+    try:
+        app = create_server(tools_list=tools, **kwargs)
+        settings = app.state.tool_hub.settings
+        settings.check_bind()
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
+                            timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout_s)), lifespan="on")
+    server = uvicorn.Server(config)
+    server.run()
+    return EXIT_OK if server.started else EXIT_ERROR
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tool-hub-serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--host")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--model", help="chat model (overrides MODEL_NAME)")
+    parser.add_argument("--tools", help="comma-separated tool names")
+    parser.add_argument("--depth", type=int, help="max tool calls per question (THINK_DEPTH)")
+    return cmd_serve(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

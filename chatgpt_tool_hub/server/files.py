@@ -1,0 +1,188 @@
+"""Files in and out of the server.
+
+In: the ``image_url`` parts of OpenAI messages (``data:`` URIs, and http(s)
+URLs fetched through the SSRF guard of the network tools) are copied into the
+user's workspace as ``image/<digest8>.png`` -- named by their content, so an
+image a client sends again with every turn (the history) is one file, on every
+replica that shares the workspace root.
+
+Out: workspace files a run names (in its answer or its observations) come back
+as links ``/files/<user folder>/<path>?sig=...``; the signature (an HMAC of
+the folder and path with a key made from the server's keys and workspace
+root) is what authorises the download, so chat pages can show the images.
+Nothing outside the user's folder is ever served.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterable
+from urllib.parse import quote, unquote_to_bytes, urljoin
+
+from ..errors import ToolHubError, UserError
+
+__all__ = ["ImageError", "ingest_image_url", "find_files", "sign", "signed_path", "resolve_download",
+           "IMAGE_SUFFIXES"]
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
+_MIME_SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/jpg": ".jpg", "image/gif": ".gif",
+                "image/webp": ".webp", "image/bmp": ".bmp", "image/tiff": ".tiff"}
+_DATA_URI = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[^,;]*)*),(?P<data>.*)", re.S)
+_PATHS = re.compile(r"(?<![\w/.-])(/?(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})(?![\w/-])")
+_MAX_REDIRECTS = 5
+
+
+class ImageError(UserError):
+    """An image part that cannot be used; the message says why (HTTP 400)."""
+
+
+# ---- images in --------------------------------------------------------------------------------
+
+
+def _decode_data_uri(url: str, max_bytes: int) -> tuple[bytes, str]:
+    match = _DATA_URI.fullmatch(url.strip())
+    if not match:
+        raise ImageError("an image_url data URI must look like data:image/png;base64,...")
+    if len(match.group("data")) > max_bytes * 4 // 3 + 4:
+        raise ImageError(f"an image is larger than serve_max_body_bytes ({max_bytes} bytes)")
+    mime = (match.group("mime") or "").lower()
+    try:
+        if ";base64" in (match.group("params") or "").lower():
+            data = base64.b64decode(match.group("data"), validate=False)
+        else:
+            data = unquote_to_bytes(match.group("data"))
+    except (binascii.Error, ValueError):
+        raise ImageError("an image_url data URI is not valid base64") from None
+    return data, mime
+
+
+def _fetch(url: str, max_bytes: int, allow_private: bool, timeout: float = 15.0) -> tuple[bytes, str]:
+    """GET an image through the SSRF guard: every hop checked and pinned, the whole fetch bounded."""
+    from ..tools.builtin._netguard import check_url, pinned_session
+
+    session = pinned_session()
+    try:
+        with session.deadline(timeout * 2):
+            current = url
+            for _ in range(_MAX_REDIRECTS + 1):
+                checked = session.pin(check_url(current, allow_private))
+                response = session.get(checked.url, stream=True, allow_redirects=False, timeout=(timeout, timeout),
+                                       headers={"Accept": "image/*"})
+                location = response.headers.get("Location") if response.status_code in (301, 302, 303, 307,
+                                                                                         308) else None
+                if location:
+                    response.close()
+                    current = urljoin(checked.url, location.strip())
+                    continue
+                if response.status_code >= 400:
+                    response.close()
+                    raise ImageError(f"the image URL {checked.url} answered HTTP {response.status_code}")
+                chunks, total = [], 0
+                for chunk in response.iter_content(65536):
+                    total += len(chunk)
+                    if total > max_bytes:
+                        response.close()
+                        raise ImageError(f"the image at {checked.url} is larger than serve_max_body_bytes "
+                                         f"({max_bytes} bytes)")
+                    chunks.append(chunk)
+                mime = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+                response.close()
+                return b"".join(chunks), mime
+            raise ImageError(f"the image URL {url} redirected more than {_MAX_REDIRECTS} times")
+    except ImageError:
+        raise
+    except ToolHubError as exc:  # refused by the guard (a private address ...), or unresolvable
+        raise ImageError(f"the image URL was not fetched: {exc}") from None
+    except OSError as exc:  # requests' errors are OSErrors
+        raise ImageError(f"the image URL could not be fetched: {type(exc).__name__}") from None
+    finally:
+        session.close()
+
+
+def ingest_image_url(url: str, workspace: Path, *, max_bytes: int, allow_private: bool = False) -> str:
+    """Copy the image at ``url`` (``data:`` or http(s)) into ``workspace``; its workspace-relative name."""
+    from ..apps.files import ingest_file
+
+    if not isinstance(url, str) or not url.strip():
+        raise ImageError("an image_url part needs a url")
+    if url.strip().lower().startswith("data:"):
+        data, mime = _decode_data_uri(url, max_bytes)
+    elif url.strip().lower().startswith(("http://", "https://")):
+        data, mime = _fetch(url.strip(), max_bytes, allow_private)
+    else:
+        raise ImageError("an image_url must be a data: URI or an http(s) URL")
+    digest = hashlib.sha256(data).hexdigest()[:8]
+    name = f"image/{digest}.png"
+    if (workspace / name).is_file():  # sent before (the history carries it every turn)
+        return name
+    suffix = _MIME_SUFFIX.get(mime, ".png")
+    with tempfile.TemporaryDirectory(prefix="tool-hub-upload-") as folder:
+        source = Path(folder) / f"upload{suffix}"
+        source.write_bytes(data)
+        try:
+            _, made = ingest_file(source, workspace)
+        except UserError as exc:
+            raise ImageError(f"an image could not be read: {str(exc).replace(str(source), 'the image')}") from None
+    os.replace(workspace / made, workspace / name)
+    return name
+
+
+# ---- files out ----------------------------------------------------------------------------------
+
+
+def find_files(texts: Iterable[str], workspace: Path, *, since: float | None = None) -> list[str]:
+    """Workspace-relative names of the files ``texts`` name that exist in ``workspace`` (absolute paths
+    inside it count too); with ``since``, only files written since then (the run's own)."""
+    root = workspace.resolve()
+    found: list[str] = []
+    for text in texts:
+        for candidate in _PATHS.findall(text or ""):
+            path = Path(candidate)
+            target = path if path.is_absolute() else root / path
+            try:
+                target = target.resolve()
+                relative = target.relative_to(root)
+            except (OSError, ValueError):
+                continue
+            name = relative.as_posix()
+            if name in found or not target.is_file():
+                continue
+            if since is not None and target.stat().st_mtime < since - 1:
+                continue
+            found.append(name)
+    return found
+
+
+def sign(secret: bytes, folder: str, name: str) -> str:
+    return hmac.new(secret, f"{folder}/{name}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def signed_path(secret: bytes, folder: str, name: str) -> str:
+    return f"/files/{quote(folder)}/{quote(name)}?sig={sign(secret, folder, name)}"
+
+
+def resolve_download(root: Path, secret: bytes, folder: str, name: str, sig: str | None) -> Path | None:
+    """The file a link names, when its signature is right and it lies inside the user's folder; else None."""
+    if not sig or not hmac.compare_digest(sign(secret, folder, name), sig):
+        return None
+    if "/" in folder or folder in ("", ".", "..") or "\0" in name:
+        return None
+    base = (root / folder).resolve()
+    try:
+        target = (base / name).resolve()
+        target.relative_to(base)
+    except (OSError, ValueError):
+        return None
+    return target if target.is_file() else None
+
+
+def now() -> float:
+    return time.time()

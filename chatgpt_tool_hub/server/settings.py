@@ -1,0 +1,118 @@
+"""The server's settings: the ``serve_*`` keys (and ``max_sessions`` / ``session_ttl_s`` for users),
+read like every other setting (create_server keywords > environment > .env > config.json > defaults)."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..apps.factory import APP_TYPES
+from ..config import SETTINGS
+from ..errors import ConfigError
+
+__all__ = ["ServeSettings", "parse_models", "parse_keys", "is_loopback"]
+
+
+def parse_keys(value: Any) -> tuple[str, ...]:
+    """``serve_api_keys``: comma-separated text (or a list) of bearer keys."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return tuple(dict.fromkeys(k.strip() for k in map(str, items) if k.strip()))
+
+
+def parse_models(value: Any) -> dict[str, str]:
+    """``serve_models``: ``name=app_type`` pairs, comma-separated (or a dict); checked."""
+    if isinstance(value, Mapping):
+        pairs = [(str(k), str(v)) for k, v in value.items()]
+    else:
+        pairs = []
+        for item in str(value or "").split(","):
+            if not item.strip():
+                continue
+            name, sep, app_type = item.partition("=")
+            if not sep or not name.strip():
+                raise ConfigError(f"serve_models: {item.strip()!r} is not name=app_type (e.g. "
+                                  f"tool-hub=victorinox,tool-hub-planner=planner)", key="serve_models")
+            pairs.append((name.strip(), app_type.strip()))
+    models: dict[str, str] = {}
+    for name, app_type in pairs:
+        if app_type not in APP_TYPES:
+            raise ConfigError(f"serve_models: model {name!r} names the app type {app_type!r}; the app types are "
+                              f"{', '.join(APP_TYPES)}", key="serve_models")
+        models[name] = app_type
+    if not models:
+        raise ConfigError("serve_models names no model: set it like tool-hub=victorinox", key="serve_models")
+    return models
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches (127.0.0.0/8, ::1, localhost)."""
+    host = (host or "").strip().strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _typed(values: Mapping[str, Any], key: str) -> Any:
+    value = values.get(key)
+    return SETTINGS[key].default if value is None else value
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    workspace_root: Path = field(default_factory=lambda: Path("./workspace/users").resolve())
+    models: dict[str, str] = field(default_factory=lambda: parse_models(SETTINGS["serve_models"].default))
+    max_body_bytes: int = 20_000_000
+    max_concurrent_runs: int = 64
+    request_timeout_s: float = 600.0
+    shutdown_timeout_s: float = 30.0
+    max_users: int = 1000
+    user_ttl_s: float = 3600.0
+    allow_private_images: bool = False  # http image URLs on private addresses (url_get_allow_private)
+
+    @classmethod
+    def from_config(cls, values: Mapping[str, Any]) -> "ServeSettings":
+        settings = cls(
+            host=str(_typed(values, "serve_host")),
+            port=int(_typed(values, "serve_port")),
+            api_keys=parse_keys(values.get("serve_api_keys")),
+            workspace_root=Path(str(_typed(values, "serve_workspace_root"))).expanduser().resolve(),
+            models=parse_models(_typed(values, "serve_models")),
+            max_body_bytes=int(_typed(values, "serve_max_body_bytes")),
+            max_concurrent_runs=int(_typed(values, "serve_max_concurrent_runs")),
+            request_timeout_s=float(_typed(values, "serve_request_timeout_s")),
+            shutdown_timeout_s=float(_typed(values, "serve_shutdown_timeout_s")),
+            max_users=int(_typed(values, "max_sessions")),
+            user_ttl_s=float(_typed(values, "session_ttl_s")),
+            allow_private_images=str(values.get("url_get_allow_private", "")).strip().lower() in ("1", "true", "yes",
+                                                                                                "on"),
+        )
+        for key, value in (("serve_port", settings.port), ("serve_max_body_bytes", settings.max_body_bytes),
+                           ("serve_max_concurrent_runs", settings.max_concurrent_runs)):
+            if value < 1 or value > (65535 if key == "serve_port" else 1 << 40):
+                raise ConfigError(f"{key} must be a whole number >= 1 (and a port <= 65535), got {value}", key=key)
+        return settings
+
+    def check_bind(self, host: str | None = None) -> None:
+        """Refuse to serve a non-loopback address without keys: anyone who reaches it would run tools."""
+        host = self.host if host is None else host
+        if not self.api_keys and not is_loopback(host):
+            raise ConfigError(f"refusing to serve {host} without an API key: anyone who reaches it could run the "
+                              f"tools on this machine. Set serve_api_keys (SERVE_API_KEYS=key1,key2), or bind "
+                              f"127.0.0.1", key="serve_api_keys")
+
+    @property
+    def link_secret(self) -> bytes:
+        """Signs file links: the same on every replica that has the same keys and workspace root."""
+        material = "\0".join(["tool-hub-files", str(self.workspace_root), *sorted(self.api_keys)])
+        return hashlib.sha256(material.encode()).digest()
