@@ -17,6 +17,20 @@ def isolated_env(tmp_path, monkeypatch):
     yield tmp_path
 
 
+@pytest.fixture(autouse=True)
+def restore_log_levels():
+    """``debug=True`` (0.5's switch) sets the package loggers' level process-wide; each test starts from
+    the levels the session had."""
+    import logging
+
+    from chatgpt_tool_hub.apps.logs import PACKAGE_LOGGERS
+
+    saved = {name: logging.getLogger(name).level for name in PACKAGE_LOGGERS}
+    yield
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
 def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:

@@ -32,7 +32,8 @@ _ROOT = "chatgpt_tool_hub"
 # every logger the package creates (a test checks that no module uses another name); a logger's filters
 # do not see records of its children, so each one carries the filter itself
 PACKAGE_LOGGERS = (_ROOT, *(f"{_ROOT}.{child}" for child in (
-    "llm", "engine", "tools", "apps", "cli", "experts", "planner", "tools.mcp", "tools.openapi", "tools.plugins")))
+    "llm", "engine", "tools", "apps", "cli", "experts", "planner", "tools.mcp", "tools.openapi", "tools.plugins",
+    "server", "web")))
 
 
 class SecretFilter(logging.Filter):
