@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from chatgpt_tool_hub.engine.loop import STOP_SEQUENCES, Engine, EngineSettings, truncate_observation
 from chatgpt_tool_hub.events import ActionEvent, AnswerEvent, ErrorEvent, ObservationEvent, ThoughtEvent, TokenEvent

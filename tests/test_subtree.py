@@ -6,9 +6,8 @@ import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.engine.budget import Budget
-from chatgpt_tool_hub.engine.loop import Engine, EngineSettings
 from chatgpt_tool_hub.errors import UserError
-from chatgpt_tool_hub.events import ActionEvent, ObservationEvent
+from chatgpt_tool_hub.events import ObservationEvent
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.base import ToolContext
 from chatgpt_tool_hub.tools.context import pure_context

@@ -1,6 +1,7 @@
-"""HTTP for plugin tools: one GET helper whose every failure is a clear observation.
+"""HTTP for plugin tools: one request helper whose every failure is a clear observation.
 
-``get_json`` / ``get_text`` / ``fetch`` wrap ``requests`` with a timeout, the
+``request`` (any method, a body, bytes back: audio, SSML, forms) and the GET
+helpers ``get_json`` / ``get_text`` / ``fetch`` wrap ``requests`` with a timeout, the
 ``proxy`` setting and a size cap. No network, a DNS failure, a refused
 connection, a timeout, a non-2xx answer and invalid JSON all raise
 :class:`~chatgpt_tool_hub.errors.ToolExecutionError` with a message meant for
@@ -29,7 +30,7 @@ from ...redact import Redactor
 from ...textutil import content_type, decode_text
 from ..context import DEFAULT_TIMEOUT, HttpSettings
 
-__all__ = ["HttpSettings", "HttpResponse", "fetch", "get_json", "get_text", "scrub", "host_of",
+__all__ = ["HttpSettings", "HttpResponse", "RawResponse", "request", "fetch", "get_json", "get_text", "scrub", "host_of",
            "DEFAULT_TIMEOUT", "USER_AGENT", "numbered_results", "query_schema", "clean_query"]
 
 log = logging.getLogger("chatgpt_tool_hub.tools.plugins")
@@ -159,11 +160,24 @@ _STATUS_HINTS = {
 }
 
 
-def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT,
-          proxy: str | None = None, headers: Mapping[str, str] | None = None, secrets: Iterable[Any] = (),
-          allow_status: Iterable[int] = (), key_names: str = "the key settings",
-          hints: Mapping[int, str] | None = None, max_bytes: int = MAX_BYTES) -> HttpResponse:
-    """GET ``url`` and return status and decoded text; failures raise ``ToolExecutionError``.
+@dataclass
+class RawResponse:
+    status: int
+    content: bytes
+    content_type: str
+
+    @property
+    def text(self) -> str:
+        return _decode(self.content, self.content_type)
+
+
+def request(method: str, url: str, *, params: Mapping[str, Any] | None = None, data: bytes | str | None = None,
+            json_body: Any = None, headers: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT,
+            proxy: str | None = None, secrets: Iterable[Any] = (), key_names: str = "the key settings",
+            hints: Mapping[int, str] | None = None, allow_status: Iterable[int] = (),
+            max_bytes: int = MAX_BYTES) -> RawResponse:
+    """Send one request (a body as ``data`` or ``json_body``) and return the raw answer; every failure
+    raises ``ToolExecutionError`` (see the module).
 
     Statuses in ``allow_status`` are returned instead of raised (e.g. Wolfram's
     501 "could not interpret"). ``key_names`` names the settings a 401/403 hint
@@ -173,8 +187,7 @@ def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float =
 
     secrets_seen = Redactor(_secret_values(params, headers, secrets))
     host = host_of(url)
-    clean_url = url.split("?", 1)[0]
-    sent_headers = {"User-Agent": USER_AGENT, "Accept": "application/json, application/xml;q=0.9, */*;q=0.5"}
+    sent_headers = {"User-Agent": USER_AGENT}
     sent_headers.update(headers or {})
     proxies = {"http": proxy, "https": proxy} if proxy else None
     timeout = float(timeout)
@@ -185,8 +198,9 @@ def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float =
 
     try:
         with hidden_in_urllib3_logs(secrets_seen):
-            response = requests.get(url, params=dict(params or {}), headers=sent_headers, proxies=proxies,
-                                    timeout=timeout, stream=True, allow_redirects=True)
+            response = requests.request(method, url, params=dict(params or {}), data=data, json=json_body,
+                                        headers=sent_headers, proxies=proxies, timeout=timeout, stream=True,
+                                        allow_redirects=True)
         try:
             chunks: list[bytes] = []
             size = 0
@@ -219,18 +233,31 @@ def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float =
     except requests.exceptions.RequestException as err:
         raise fail(f"{type(err).__name__}: " + scrub(err, secrets_seen)[:200]) from None
 
-    content_type = response.headers.get("Content-Type", "")
-    text = _decode(body, content_type)
-    status = response.status_code
-    log.debug("GET %s%s -> %s (%d bytes, %.2f s)", host, urlsplit(clean_url).path, status, len(body),
+    raw = RawResponse(status=response.status_code, content=body, content_type=response.headers.get("Content-Type", ""))
+    log.debug("%s %s%s -> %s (%d bytes, %.2f s)", method, host, urlsplit(url).path, raw.status, len(body),
               time.monotonic() - started)
-    if not 200 <= status < 300 and status not in set(allow_status):
+    if not 200 <= raw.status < 300 and raw.status not in set(allow_status):
         reason = f" ({response.reason})" if response.reason else ""
-        hint = (hints or {}).get(status) or _STATUS_HINTS.get(status, "")
+        hint = (hints or {}).get(raw.status) or _STATUS_HINTS.get(raw.status, "")
         hint = f"; {hint.format(keys=key_names)}" if hint else ""
-        detail = _error_detail(text, secrets_seen)
-        raise ToolExecutionError(f"{host} answered HTTP {status}{reason}{hint}" + (f": {detail}" if detail else ""))
-    return HttpResponse(status=status, text=text, content_type=content_type, url=scrub(clean_url, secrets_seen))
+        detail = _error_detail(raw.text, secrets_seen)
+        raise ToolExecutionError(f"{host} answered HTTP {raw.status}{reason}{hint}"
+                                 + (f": {detail}" if detail else ""))
+    return raw
+
+
+def fetch(url: str, params: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+          proxy: str | None = None, headers: Mapping[str, str] | None = None, secrets: Iterable[Any] = (),
+          allow_status: Iterable[int] = (), key_names: str = "the key settings",
+          hints: Mapping[int, str] | None = None, max_bytes: int = MAX_BYTES) -> HttpResponse:
+    """GET ``url`` and return status and decoded text; failures raise ``ToolExecutionError`` (options as
+    :func:`request`)."""
+    sent_headers = {"Accept": "application/json, application/xml;q=0.9, */*;q=0.5"}
+    sent_headers.update(headers or {})
+    raw = request("GET", url, params=params, headers=sent_headers, timeout=timeout, proxy=proxy, secrets=secrets,
+                  key_names=key_names, hints=hints, allow_status=allow_status, max_bytes=max_bytes)
+    clean_url = scrub(url.split("?", 1)[0], Redactor(_secret_values(params, headers, secrets)))
+    return HttpResponse(status=raw.status, text=raw.text, content_type=raw.content_type, url=clean_url)
 
 
 def get_text(url: str, params: Mapping[str, Any] | None = None, **options: Any) -> str:

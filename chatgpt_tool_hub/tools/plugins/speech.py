@@ -33,7 +33,7 @@ from ...errors import ToolExecutionError, ToolInputError
 from ...experts.files import new_path, relative, resolve_input
 from ..base import Tool, ToolResult, _maybe_object
 from ._http import HttpSettings
-from ._http_post import send
+from ._http import request as send
 
 __all__ = ["SttTool", "TtsTool", "detect_language", "VOICES", "to_pcm16_mono"]
 
