@@ -12,14 +12,15 @@ the tesseract program.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import ToolInputError
 from ..tools.base import ToolResult
-from .base import ExpertTool, image_base64, open_image
+from .base import image_base64, open_image
 from .devices import tool_key
 from .remote import RemoteEndpoint
 from .vision import _records
+from .vqa import ImageQuestionTool
 
 __all__ = ["DocumentQuestionAnsweringTool", "DonutModel", "DOCVQA_PROMPT"]
 
@@ -59,7 +60,7 @@ def _is_donut(config: Any) -> bool:
             and getattr(getattr(config, "encoder", None), "model_type", None) == "donut-swin")
 
 
-class DocumentQuestionAnsweringTool(ExpertTool):
+class DocumentQuestionAnsweringTool(ImageQuestionTool):
     name = "document-question-answering"
     task = "document-question-answering"
     default_model = "naver-clova-ix/donut-base-finetuned-docvqa"
@@ -83,20 +84,8 @@ class DocumentQuestionAnsweringTool(ExpertTool):
         "additionalProperties": False,
     }
     options = {"max_new_tokens": 32}
-
-    def parse_arguments(self, tool_input: str | Mapping[str, Any]) -> dict[str, Any]:
-        """Also accepts the plain form ``image/1a2b3c4d.png, what is the total?``."""
-        if isinstance(tool_input, str) and not tool_input.strip().startswith("{") and "," in tool_input:
-            image, question = (part.strip() for part in tool_input.split(",", 1))
-            return super().parse_arguments({"image": image, "question": question})
-        return super().parse_arguments(tool_input)
-
-    def prepare(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        inputs = super().prepare(arguments)
-        if not str(inputs.get("question", "")).strip():
-            raise ToolInputError(f"{self.name} needs a question about the document, e.g. "
-                                 '{"image": "image/1a2b3c4d.png", "question": "what is the total amount?"}')
-        return inputs
+    question_about = "the document"
+    question_example = "what is the total amount?"
 
     def load_model(self, device: str, dtype: str) -> Any:
         from .loading import load_with

@@ -58,7 +58,28 @@ class VqaModel:
         return [{"answer": str(labels.get(int(i), i)), "score": float(s)} for s, i in zip(top.values, top.indices)]
 
 
-class VisualQuestionAnsweringTool(ExpertTool):
+class ImageQuestionTool(ExpertTool):
+    """An expert tool that answers a question about an image: the JSON form or the plain
+    ``image/1a2b3c4d.png, what is on the table?`` form (Visual ChatGPT's), and a clear error without one."""
+
+    question_about = "the image"
+    question_example = "what is on the table?"
+
+    def parse_arguments(self, tool_input: str | Mapping[str, Any]) -> dict[str, Any]:
+        if isinstance(tool_input, str) and not tool_input.strip().startswith("{") and "," in tool_input:
+            image, question = (part.strip() for part in tool_input.split(",", 1))
+            return super().parse_arguments({"image": image, "question": question})
+        return super().parse_arguments(tool_input)
+
+    def prepare(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        inputs = super().prepare(arguments)
+        if not str(inputs.get("question", "")).strip():
+            raise ToolInputError(f"{self.name} needs a question about {self.question_about}, e.g. "
+                                 f'{{"image": "image/1a2b3c4d.png", "question": "{self.question_example}"}}')
+        return inputs
+
+
+class VisualQuestionAnsweringTool(ImageQuestionTool):
     name = "visual-question-answering"
     task = "visual-question-answering"  # the Hub task; run by a model class or the image-text-to-text pipeline
     default_model = "Salesforce/blip-vqa-base"
@@ -82,20 +103,6 @@ class VisualQuestionAnsweringTool(ExpertTool):
         "additionalProperties": False,
     }
     options = {"max_new_tokens": 20, "top_k": 1}
-
-    def parse_arguments(self, tool_input: str | Mapping[str, Any]) -> dict[str, Any]:
-        """Also accepts Visual ChatGPT's plain form ``image/1a2b3c4d.png, what is on the table?``."""
-        if isinstance(tool_input, str) and not tool_input.strip().startswith("{") and "," in tool_input:
-            image, question = (part.strip() for part in tool_input.split(",", 1))
-            return super().parse_arguments({"image": image, "question": question})
-        return super().parse_arguments(tool_input)
-
-    def prepare(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        inputs = super().prepare(arguments)
-        if not str(inputs.get("question", "")).strip():
-            raise ToolInputError(f"{self.name} needs a question about the image, e.g. "
-                                 '{"image": "image/1a2b3c4d.png", "question": "what is on the table?"}')
-        return inputs
 
     def load_model(self, device: str, dtype: str) -> Any:
         from .loading import load_with
