@@ -212,32 +212,20 @@ class ImageToHedTool(ExpertTool):
                                 "grey soft edges on black", "hed-to-image")
 
 
-class ImageToScribbleTool(ExpertTool):
+class ImageToScribbleTool(ImageToHedTool):
+    """The HED network's soft edges, thinned into scribble lines."""
+
     name = "image-to-scribble"
-    task = "image-to-image"
-    default_model = HED_REPO
     description = _description(
         "image-to-scribble", "turns an image into a scribble: its main outlines as white hand-drawn-like lines "
         "on black.", "when the user wants a sketch or scribble of an image, or as the first step of "
         "scribble-to-image (a new image drawn from that scribble).", "the name of the scribble image.", "scribble")
-    parameters = IMAGE_PARAMETERS
-    output_kind = "image"
     options = {"detect_resolution": 512}
-
-    @property
-    def fixed_model(self) -> str:
-        return super().fixed_model or f"{self.name} runs the ControlNet HED network only"
-
-    def load_model(self, device: str, dtype: str) -> Any:
-        return load_hed_weights(self, device, dtype)
-
-    def call_remote(self, endpoint: Any, **inputs: Any) -> Any:
-        return local_only(self)
 
     def call_local(self, model: Any, *, image: str) -> Any:
         from .annotators_ops import scribble
 
-        return scribble(model(open_image(image), resolution=int(self.options["detect_resolution"])))
+        return scribble(super().call_local(model, image=image))
 
     def render(self, result: Any, *, image: str) -> ToolResult:
         from PIL import Image
