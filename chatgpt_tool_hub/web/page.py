@@ -1,0 +1,139 @@
+"""The Gradio page: a chat with the inner monologue, uploads, the tool list, the think depth, the app type.
+
+Built by :func:`build_page` and mounted at ``/`` of the server's FastAPI app by
+:func:`mount` (``chatgpt_tool_hub.web.mount``). The page makes no request to
+another host: no analytics, no share link, no run history, no server-side
+rendering; the theme's fonts are served by the page itself.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from .users import APP_LABELS, WebUsers
+
+__all__ = ["build_page", "mount"]
+
+log = logging.getLogger("chatgpt_tool_hub.web")
+
+CSS = """
+#tool-hub-chat .message-wrap { font-size: 0.95rem; }
+footer { display: none !important; }
+"""
+PLACEHOLDER = ("**tool-hub**: ask anything; the model thinks aloud, uses the tools on the right and answers. "
+               "Attach an image or a WAV file with the clip.")
+
+
+def _tab(users: WebUsers, request: gr.Request) -> Any:
+    return users.tab(request.session_hash or "anonymous", getattr(request, "username", None))
+
+
+def _view_updates(view: Any) -> tuple[Any, Any]:
+    tools = gr.CheckboxGroup(choices=view.tools, value=view.enabled, interactive=view.toggles,
+                             info=None if view.toggles else "this app picks its tools itself")
+    if view.depth is None:
+        depth = gr.Slider(interactive=False, info="the planner plans its own steps")
+    else:
+        depth = gr.Slider(value=view.depth, maximum=max(30, view.depth), interactive=True,
+                          info="tool calls per question at most")
+    return tools, depth
+
+
+def build_page(users: WebUsers) -> gr.Blocks:
+    """The page's Blocks over ``users`` (the server's tabs)."""
+    models = users.models
+    choices = [(f"{name} ({APP_LABELS.get(app_type, app_type)})", name) for name, app_type in models.items()]
+    first = next(iter(models))
+    runs = max(1, users.state.settings.max_concurrent_runs)
+
+    with gr.Blocks(title="tool-hub", analytics_enabled=False, fill_height=True) as page:
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=4):
+                chat = gr.Chatbot(elem_id="tool-hub-chat", label="tool-hub", height="70vh", buttons=["copy_all"],
+                                  placeholder=PLACEHOLDER, feedback_options=None, group_consecutive_messages=False)
+                box = gr.MultimodalTextbox(elem_id="tool-hub-ask", show_label=False, file_count="multiple",
+                                           file_types=["image", ".wav"], sources=["upload"], stop_btn=True,
+                                           placeholder="Ask a question (attach an image or a WAV file)")
+            with gr.Column(scale=1, min_width=240):
+                model = gr.Radio(choices=choices, value=first, label="App", elem_id="tool-hub-app")
+                depth = gr.Slider(0, 30, step=1, value=10, label="Think depth", elem_id="tool-hub-depth")
+                tools = gr.CheckboxGroup(choices=[], value=[], label="Tools", elem_id="tool-hub-tools")
+                reset = gr.Button("Reset", variant="secondary", elem_id="tool-hub-reset")
+                note = gr.Markdown("", elem_id="tool-hub-note")
+
+        async def on_load(model_name: str, request: gr.Request):
+            tab = _tab(users, request)
+            view = await users.view(tab, model_name)
+            return (*_view_updates(view), list(tab.transcript))
+
+        async def on_model(model_name: str, request: gr.Request):
+            view = await users.view(_tab(users, request), model_name)
+            return (*_view_updates(view), "")
+
+        async def on_settings(model_name: str, depth_value: float, enabled: list[str], request: gr.Request):
+            view, notes = await users.configure(_tab(users, request), model_name, depth=int(depth_value),
+                                                tools=list(enabled or []))
+            return (*_view_updates(view), "; ".join(notes))
+
+        async def on_reset(request: gr.Request):
+            await users.reset(_tab(users, request))
+            return [], "the conversation and the tools' state were reset"
+
+        async def on_ask(message: dict, model_name: str, depth_value: float, enabled: list[str],
+                         request: gr.Request):
+            tab = _tab(users, request)
+            message = message or {}
+            files = [f if isinstance(f, str) else f.get("path", "") for f in message.get("files") or []]
+            yield list(tab.transcript), gr.MultimodalTextbox(value=None, interactive=False)
+            async for shown in users.ask(tab, model_name, message.get("text", ""), files,
+                                         depth=int(depth_value), tools=list(enabled or [])):
+                yield shown, gr.MultimodalTextbox(value=None, interactive=False)
+            yield list(tab.transcript), gr.MultimodalTextbox(value=None, interactive=True)
+
+        async def on_unload(request: gr.Request):
+            await users.close_tab(request.session_hash or "anonymous", getattr(request, "username", None))
+
+        page.load(on_load, inputs=[model], outputs=[tools, depth, chat], api_visibility="private")
+        model.change(on_model, inputs=[model], outputs=[tools, depth, note], api_visibility="private")
+        for control in (depth.release, tools.input):
+            control(on_settings, inputs=[model, depth, tools], outputs=[tools, depth, note],
+                    api_visibility="private")
+        reset.click(on_reset, outputs=[chat, note], api_visibility="private")
+        chat.clear(on_reset, outputs=[chat, note], api_visibility="private")  # the chat's own bin button
+        asking = box.submit(on_ask, inputs=[box, model, depth, tools], outputs=[chat, box],
+                            concurrency_limit=runs, api_visibility="private")
+        box.stop(lambda: gr.MultimodalTextbox(interactive=True), outputs=[box], cancels=[asking],
+                 api_visibility="private")
+        page.unload(on_unload)
+    page.queue(default_concurrency_limit=runs)
+    return page
+
+
+def _key_check(keys: tuple[str, ...]):
+    def check(_username: str, password: str) -> bool:
+        return any(hmac.compare_digest(str(password).encode(), key.encode()) for key in keys)
+
+    return check
+
+
+def mount(app: Any, state: Any) -> Any:
+    """Mount the page at ``/`` of ``app`` (the server's FastAPI app; ``state`` its ServerState)."""
+    from gradio.utils import get_upload_folder
+
+    users = WebUsers(state, upload_root=Path(get_upload_folder()))
+    page = build_page(users)
+    keys = state.settings.api_keys
+    auth = _key_check(keys) if keys else None
+    gr.mount_gradio_app(app, page, path="/", auth=auth, footer_links=[], run_history=False, ssr_mode=False,
+                        mcp_server=False, show_error=True, max_file_size=state.settings.max_body_bytes,
+                        server_name=state.settings.host, server_port=state.settings.port,
+                        auth_message="Log in with any name and one of the server's API keys (serve_api_keys) "
+                                     "as the password." if keys else None,
+                        css=CSS)
+    app.state.tool_hub_web = users
+    return app
