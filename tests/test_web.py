@@ -14,6 +14,7 @@ import copy
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -142,7 +143,7 @@ def web(tmp_path):
         state = create_server(llm=llm, **settings).state.tool_hub
         states.append(state)
         (tmp_path / "uploads").mkdir(exist_ok=True)
-        return WebUsers(state, upload_root=tmp_path / "uploads")
+        return WebUsers(state, upload_root=tmp_path / "uploads", outbox=tmp_path / "uploads" / "shown")
 
     yield make
     for state in states:
@@ -279,10 +280,12 @@ def test_uploads_are_handed_over_and_files_the_tools_write_are_shown(web, tmp_pa
     assert llm.calls == 2  # the refused question never reached the model
     final = shown[-1]
     assert {"role": "user", "content": {"path": str(upload)}} in final  # the upload shows in the chat
-    workspace = users.state.apps.workspace(tab.user)
+    made = users.state.apps.workspace(tab.user) / "image" / "grey.png"
     files = [m["content"]["path"] for m in final if isinstance(m["content"], dict) and m["role"] == "assistant"]
-    assert files == [str(workspace / "image" / "grey.png")]  # the handed image is not shown as made
-    assert (workspace / "image" / "grey.png").is_file()
+    assert len(files) == 1  # the handed image is not shown as made
+    shown = Path(files[0])  # a copy in the page's file cache: the workspace itself is never served
+    assert shown.name == "grey.png" and shown.parent.parent == tmp_path / "uploads" / "shown"
+    assert shown.read_bytes() == made.read_bytes()
 
 
 def test_a_full_server_says_so_in_the_chat(web):

@@ -115,3 +115,44 @@ def test_help_stays_light():
             "print('GRADIO' if 'gradio' in sys.modules else 'LIGHT')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert "--web, --no-web" in out.stdout and out.stdout.strip().endswith("LIGHT")
+
+
+def _ask_over_the_queue(client, data, session="s1"):
+    """Send the page's question event as a client may (any payload), return its final output."""
+    import json
+
+    config = client.get("/config").json()
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    event = next(d for d in config["dependencies"]
+                 if any(ids.get(t[0]) == "tool-hub-ask" and t[1] == "submit" for t in d["targets"]))
+    joined = client.post("/gradio_api/queue/join", json={"data": data, "fn_index": event["id"], "session_hash": session,
+                                                         "trigger_id": event["targets"][0][0], "event_data": None})
+    assert joined.status_code == 200, joined.text
+    with client.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
+                return json.loads(line[5:])["output"]
+    raise AssertionError("the event never completed")
+
+
+def test_a_server_path_a_client_names_as_an_upload_is_refused_and_never_copied(tmp_path):
+    import time
+    from pathlib import Path
+
+    from gradio.utils import get_upload_folder
+    from PIL import Image
+
+    secret = tmp_path / "secret-3f9a.png"  # any image on the server, e.g. in another user's workspace
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(secret)
+    started = time.time()
+    llm = ScriptedLLM(["AI: ok"])
+    app = create_server(llm=llm, tools_list=["python"], no_default=True, web=True,
+                        serve_workspace_root=str(tmp_path / "users"))
+    forged = {"text": "look", "files": [{"path": str(secret), "orig_name": secret.name,
+                                         "meta": {"_type": "gradio.FileData"}}]}
+    with TestClient(app) as client:
+        output = _ask_over_the_queue(client, [forged, "tool-hub", 3, []])
+    assert "not uploaded by a user" in output.get("error", "") and "data" not in output
+    assert llm.calls == 0
+    copies = [p for p in Path(get_upload_folder()).rglob(secret.name) if p.stat().st_mtime >= started - 1]
+    assert copies == []

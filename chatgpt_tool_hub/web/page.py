@@ -44,6 +44,31 @@ def _view_updates(view: Any) -> tuple[Any, Any]:
     return tools, depth
 
 
+def _message_of(message: Any) -> tuple[str, list[str]]:
+    """The text and the file paths of a MultimodalTextbox value as the client sent it."""
+    if not isinstance(message, dict):
+        return "", []
+    files = []
+    for item in message.get("files") or []:
+        path = item.get("path") if isinstance(item, dict) else item
+        if isinstance(path, str) and path:
+            files.append(path)
+    text = message.get("text")
+    return (text if isinstance(text, str) else ""), files
+
+
+def _depth_of(value: Any) -> int | None:
+    try:
+        depth = int(float(value))
+    except (TypeError, ValueError):
+        return None
+    return depth if 0 <= depth <= 1000 else None
+
+
+def _names_of(value: Any) -> list[str] | None:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else None
+
+
 def build_page(users: WebUsers) -> gr.Blocks:
     """The page's Blocks over ``users`` (the server's tabs)."""
     models = users.models
@@ -84,14 +109,12 @@ def build_page(users: WebUsers) -> gr.Blocks:
             await users.reset(_tab(users, request))
             return [], "the conversation and the tools' state were reset"
 
-        async def on_ask(message: dict, model_name: str, depth_value: float, enabled: list[str],
-                         request: gr.Request):
+        async def on_ask(message: Any, model_name: Any, depth_value: Any, enabled: Any, request: gr.Request):
             tab = _tab(users, request)
-            message = message or {}
-            files = [f if isinstance(f, str) else f.get("path", "") for f in message.get("files") or []]
+            text, files = _message_of(message)
             yield list(tab.transcript), gr.MultimodalTextbox(value=None, interactive=False)
-            async for shown in users.ask(tab, model_name, message.get("text", ""), files,
-                                         depth=int(depth_value), tools=list(enabled or [])):
+            async for shown in users.ask(tab, str(model_name), text, files, depth=_depth_of(depth_value),
+                                         tools=_names_of(enabled)):
                 yield shown, gr.MultimodalTextbox(value=None, interactive=False)
             yield list(tab.transcript), gr.MultimodalTextbox(value=None, interactive=True)
 
@@ -125,7 +148,8 @@ def mount(app: Any, state: Any) -> Any:
     """Mount the page at ``/`` of ``app`` (the server's FastAPI app; ``state`` its ServerState)."""
     from gradio.utils import get_upload_folder
 
-    users = WebUsers(state, upload_root=Path(get_upload_folder()))
+    upload_root = Path(get_upload_folder())
+    users = WebUsers(state, upload_root=upload_root, outbox=upload_root / "tool-hub-web")
     page = build_page(users)
     keys = state.settings.api_keys
     auth = _key_check(keys) if keys else None
@@ -135,5 +159,9 @@ def mount(app: Any, state: Any) -> Any:
                         auth_message="Log in with any name and one of the server's API keys (serve_api_keys) "
                                      "as the password." if keys else None,
                         css=CSS)
+    # Gradio checks the files an event takes in (only uploads) and hands out (no path outside the working
+    # folder, the temp folder and its cache) once it was launched; mount_gradio_app never sets that flag, so
+    # a client could name any file on the server as an "upload". The page is served: the checks are on.
+    page.has_launched = True
     app.state.tool_hub_web = users
     return app

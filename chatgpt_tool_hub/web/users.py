@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -81,9 +83,11 @@ def _run_error(exc: BaseException) -> str:
 class WebUsers:
     """The tabs of one server (``state``: its :class:`~chatgpt_tool_hub.server.app.ServerState`)."""
 
-    def __init__(self, state: Any, *, upload_root: Path | None = None, max_tabs: int | None = None):
+    def __init__(self, state: Any, *, upload_root: Path | None = None, outbox: Path | None = None,
+                 max_tabs: int | None = None):
         self.state = state
         self.upload_root = upload_root.resolve() if upload_root is not None else None
+        self.outbox = outbox  # where files to show are copied (the page's file cache); None: shown in place
         self.max_tabs = max_tabs if max_tabs is not None else max(1, 2 * state.settings.max_users)
         self._tabs: OrderedDict[str, WebUser] = OrderedDict()
         self._lock = threading.Lock()
@@ -231,6 +235,23 @@ class WebUsers:
             raise UserError(f"{Path(path).name}: the uploaded file is gone; upload it again")
         return str(resolved)
 
+    def _shown(self, path: Path) -> Path:
+        """The copy of a workspace file the page shows (blocking): in the outbox, named by its content, so
+        it is copied once however often the chat is drawn again, and the workspace is never served."""
+        if self.outbox is None:
+            return path
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        target = self.outbox / digest.hexdigest()[:32] / path.name
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging = target.with_name(f".{target.name}.{threading.get_ident()}")
+            shutil.copyfile(path, staging)
+            os.replace(staging, target)
+        return target
+
     async def ask(self, tab: WebUser, model: str, text: str, files: Sequence[str] = (), *,
                   depth: int | None = None, tools: Sequence[str] | None = None) -> AsyncIterator[list[dict]]:
         """Run a question in the tab's app; yields what the chat shows, as it changes."""
@@ -298,7 +319,8 @@ class WebUsers:
                     workspace = state.apps.workspace(tab.user)
                     made = await state.blocking(_made_files, result.output, transcript.observations, workspace,
                                                 started, set(handed))
-                    transcript.messages.extend(file_message(workspace / name) for name in made)
+                    shown = [await state.blocking(self._shown, workspace / name) for name in made]
+                    transcript.messages.extend(file_message(path) for path in shown)
         except asyncio.TimeoutError:
             transcript = transcript or Transcript()
             transcript.finish(f"the run took longer than {state.settings.request_timeout_s:g} s and was stopped "
