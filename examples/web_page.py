@@ -83,7 +83,7 @@ def screenshot(url: str, path: Path) -> None:
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--window-size=1400,1100",
+                 "--disable-background-networking", "--window-size=1400,1250",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
@@ -112,6 +112,9 @@ def screenshot(url: str, path: Path) -> None:
                  if "Step 1" in e.text]
         steps[-1].click()  # unfold the last step: the action, its input, the observation
         wait(lambda d: "Observation" in chat())
+        driver.execute_script("document.querySelectorAll('#tool-hub-chat *').forEach("
+                              "e => { if (e.scrollHeight > e.clientHeight) e.scrollTop = e.scrollHeight; });")
+        time.sleep(0.3)  # the scroll is drawn
         path.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(path))
     finally:

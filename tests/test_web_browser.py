@@ -153,6 +153,20 @@ def test_an_uploaded_image_is_handed_over_and_the_image_the_tool_made_is_shown(p
     assert path.stat().st_size > 10_000
 
 
+def test_stop_cancels_the_run_and_kills_its_tool(page, llm):
+    from helpers import wait_gone
+
+    driver, server = page
+    llm.add(act("python", "import time\ntime.sleep(60)"))  # cancelled in the call: no further reply is asked
+    ask(driver, "Sleep a minute")
+    stop = wait(driver, lambda d: d.find_elements("css selector", "#tool-hub-ask button.stop-button"))[0]
+    wait(driver, lambda d: "Step 1: python" in chat_text(d).split("Sleep a minute")[-1])  # the call runs
+    python = next(t for app in server.state.apps.all_apps() for t in app.tools if t.name == "python")
+    pid = next(iter(python.worker_pids().values()))
+    stop.click()
+    wait(driver, lambda d: "stopped" in chat_text(d))
+    assert wait_gone(pid, 10.0)
+
 def test_a_tool_turned_off_is_not_offered_and_reset_empties_the_chat(page, llm):
     driver, server = page
     assert "> python:" in llm.requests[0][0]["content"]

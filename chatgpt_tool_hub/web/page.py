@@ -76,13 +76,15 @@ def build_page(users: WebUsers) -> gr.Blocks:
     first = next(iter(models))
     runs = max(1, users.state.settings.max_concurrent_runs)
 
+    IDLE = gr.MultimodalTextbox(submit_btn=True, stop_btn=False)  # noqa: N806 - an update, used as a constant
+
     with gr.Blocks(title="tool-hub", analytics_enabled=False, fill_height=True) as page:
         with gr.Row(equal_height=False):
             with gr.Column(scale=4):
                 chat = gr.Chatbot(elem_id="tool-hub-chat", label="tool-hub", height="70vh", buttons=["copy_all"],
                                   placeholder=PLACEHOLDER, feedback_options=None, group_consecutive_messages=False)
                 box = gr.MultimodalTextbox(elem_id="tool-hub-ask", show_label=False, file_count="multiple",
-                                           file_types=["image", ".wav"], sources=["upload"], stop_btn=True,
+                                           file_types=["image", ".wav"], sources=["upload"], stop_btn=False,
                                            placeholder="Ask a question (attach an image or a WAV file)")
             with gr.Column(scale=1, min_width=240):
                 model = gr.Radio(choices=choices, value=first, label="App", elem_id="tool-hub-app")
@@ -112,11 +114,17 @@ def build_page(users: WebUsers) -> gr.Blocks:
         async def on_ask(message: Any, model_name: Any, depth_value: Any, enabled: Any, request: gr.Request):
             tab = _tab(users, request)
             text, files = _message_of(message)
-            yield list(tab.transcript), gr.MultimodalTextbox(value=None, interactive=False)
+            running = gr.MultimodalTextbox(value=None, submit_btn=False, stop_btn=True)  # Stop while it runs
+            yield list(tab.transcript), running
             async for shown in users.ask(tab, str(model_name), text, files, depth=_depth_of(depth_value),
                                          tools=_names_of(enabled)):
-                yield shown, gr.MultimodalTextbox(value=None, interactive=False)
-            yield list(tab.transcript), gr.MultimodalTextbox(value=None, interactive=True)
+                yield shown, running
+            yield list(tab.transcript), IDLE
+
+        async def on_stop(request: gr.Request):
+            tab = _tab(users, request)
+            await users.settled(tab)  # the cancelled run has written what it showed, "stopped" last
+            return list(tab.transcript), IDLE
 
         async def on_unload(request: gr.Request):
             await users.close_tab(request.session_hash or "anonymous", getattr(request, "username", None))
@@ -130,8 +138,8 @@ def build_page(users: WebUsers) -> gr.Blocks:
         chat.clear(on_reset, outputs=[chat, note], api_visibility="private")  # the chat's own bin button
         asking = box.submit(on_ask, inputs=[box, model, depth, tools], outputs=[chat, box],
                             concurrency_limit=runs, api_visibility="private")
-        box.stop(lambda: gr.MultimodalTextbox(interactive=True), outputs=[box], cancels=[asking],
-                 api_visibility="private")
+        box.stop(None, cancels=[asking])  # first the cancel, then the chat as the cancelled run left it
+        box.stop(on_stop, outputs=[chat, box], api_visibility="private")
         page.unload(on_unload)
     page.queue(default_concurrency_limit=runs)
     return page

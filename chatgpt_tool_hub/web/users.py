@@ -214,6 +214,14 @@ class WebUsers:
             notes = await self.state.blocking(self._configure, tab, app_type, app, depth, tools)
             return self._view(tab, app_type, app), notes
 
+    async def settled(self, tab: WebUser, seconds: float = 10.0) -> None:
+        """Wait (up to ``seconds``) until the tab has no question running."""
+        try:
+            await asyncio.wait_for(tab.lock.acquire(), seconds)
+        except asyncio.TimeoutError:
+            return
+        tab.lock.release()
+
     async def reset(self, tab: WebUser) -> None:
         """Forget the tab's conversation and its tools' state, in every app it has."""
         tab.transcript.clear()
