@@ -288,6 +288,47 @@ def test_uploads_are_handed_over_and_files_the_tools_write_are_shown(web, tmp_pa
     assert shown.read_bytes() == made.read_bytes()
 
 
+def wav(path, seconds=0.1):
+    import wave
+
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(b"\0\0" * int(8000 * seconds))
+    return path
+
+
+def test_audio_in_and_audio_and_video_out(web, tmp_path):
+    def code(messages):
+        name = re.search(r"named (audio/\S+\.wav)", str(messages)).group(1)
+        return act("python", f"import shutil\nshutil.copy('{name}', 'echo.wav')\n"
+                             f"open('clip.mp4', 'wb').write(b'not really a video')\nprint('echo.wav clip.mp4')")
+
+    llm = ScriptedLLM([code, answer("Done: echo.wav and clip.mp4")])
+    users = web(llm)
+    tab = users.tab("t")
+    voice = wav(tmp_path / "uploads" / "voice.wav")
+    final = asyncio.run(ask(users, tab, "echo my voice", [str(voice)]))[-1]
+    shown = [Path(m["content"]["path"]).name for m in final
+             if isinstance(m["content"], dict) and m["role"] == "assistant"]
+    assert shown == ["echo.wav", "clip.mp4"]
+    assert "an audio named audio/" in str(llm.requests[0])
+
+
+def test_the_planner_app_answers_with_its_plan_and_task_blocks(web):
+    import json
+
+    plan = json.dumps([{"task": "python", "id": 0, "dep": [-1], "args": {"text": "print(2 ** 5)"}}])
+    users = web(ScriptedLLM([plan, "The program printed 32."]))
+    final = asyncio.run(ask(users, users.tab("t"), "run print(2 ** 5)", model="tool-hub-planner"))[-1]
+    titles = [b["metadata"]["title"] for b in blocks(final)]
+    assert titles[0] == "Plan" and "Step 1: python" in titles
+    step = next(b for b in blocks(final) if b["metadata"]["title"] == "Step 1: python")
+    assert "32" in step["content"] and step["metadata"]["status"] == "done"
+    assert final[-1] == {"role": "assistant", "content": "The program printed 32."}
+
+
 def test_a_full_server_says_so_in_the_chat(web):
     llm = ScriptedLLM([answer("never")])
     users = web(llm, serve_max_concurrent_runs=1)

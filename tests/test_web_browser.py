@@ -129,7 +129,9 @@ def test_an_uploaded_image_is_handed_over_and_the_image_the_tool_made_is_shown(p
     def grey(messages):
         name = re.search(r"named (image/\S+\.png)", str(messages)).group(1)
         return act("python", f"from PIL import Image\nImage.open('{name}').convert('L').save('image/grey.png')\n"
-                             f"print('saved image/grey.png')")
+                             "import wave\nw = wave.open('beep.wav', 'wb'); w.setnchannels(1); w.setsampwidth(2)\n"
+                             "w.setframerate(8000); w.writeframes(bytes(1600)); w.close()\n"
+                             "print('saved image/grey.png and beep.wav')")
 
     llm.add(grey, answer("Here is the grey picture."))
     picture = tmp_path / "red.png"
@@ -145,6 +147,9 @@ def test_an_uploaded_image_is_handed_over_and_the_image_the_tool_made_is_shown(p
     assert any("red.png" in (i.get_attribute("src") or "")
                for i in driver.find_elements("css selector", "#tool-hub-chat img"))  # the user's own image
     assert "saved image/grey.png" in str(llm.requests[-1])
+    wait(driver, lambda d: d.find_elements("css selector", "#tool-hub-chat [data-testid='waveform-Audio']"))
+    assert any("beep.wav" in (a.get_attribute("href") or "")  # the audio player, with its download link
+               for a in driver.find_elements("css selector", "#tool-hub-chat a[data-testid='download-link']"))
     open_block(driver, "Step 1: python")
     wait(driver, lambda d: "saved image/grey.png" in chat_text(d))
     path = Path(tmp_path / "web.png")
