@@ -107,6 +107,12 @@ def test_tool_hub_serve_takes_web_and_no_web(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SERVE_WEB", "false")
     assert cli.main(["serve", "--web", "--port", "8123"]) == 0
     assert hasattr(served[-1].state, "tool_hub_web")
+    import chatgpt_tool_hub.web as web
+
+    monkeypatch.setattr(web, "available", lambda: False)  # Gradio missing: --web says what to install
+    capsys.readouterr()
+    assert cli.main(["serve", "--web", "--port", "8123"]) == 2
+    assert 'pip install "chatgpt-tool-hub[web]"' in capsys.readouterr().err
 
 
 def test_help_stays_light():
