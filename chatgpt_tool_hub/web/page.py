@@ -9,7 +9,6 @@ rendering; the theme's fonts are served by the page itself.
 from __future__ import annotations
 
 import hmac
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,6 @@ import gradio as gr
 from .users import APP_LABELS, WebUsers
 
 __all__ = ["build_page", "mount"]
-
-log = logging.getLogger("chatgpt_tool_hub.web")
 
 CSS = """
 #tool-hub-chat .message-wrap { font-size: 0.95rem; }
@@ -45,7 +42,7 @@ def _view_updates(view: Any) -> tuple[Any, Any]:
 
 
 def _message_of(message: Any) -> tuple[str, list[str]]:
-    """The text and the file paths of a MultimodalTextbox value as the client sent it."""
+    """The text and the file paths of a MultimodalTextbox value (paths, or file dicts with a ``path``)."""
     if not isinstance(message, dict):
         return "", []
     files = []
@@ -76,7 +73,7 @@ def build_page(users: WebUsers) -> gr.Blocks:
     first = next(iter(models))
     runs = max(1, users.state.settings.max_concurrent_runs)
 
-    IDLE = gr.MultimodalTextbox(submit_btn=True, stop_btn=False)  # noqa: N806 - an update, used as a constant
+    idle = gr.MultimodalTextbox(submit_btn=True, stop_btn=False)  # the box's update once a question ended
 
     with gr.Blocks(title="tool-hub", analytics_enabled=False, fill_height=True) as page:
         with gr.Row(equal_height=False):
@@ -102,9 +99,9 @@ def build_page(users: WebUsers) -> gr.Blocks:
             view = await users.view(_tab(users, request), model_name)
             return (*_view_updates(view), "")
 
-        async def on_settings(model_name: str, depth_value: float, enabled: list[str], request: gr.Request):
-            view, notes = await users.configure(_tab(users, request), model_name, depth=int(depth_value),
-                                                tools=list(enabled or []))
+        async def on_settings(model_name: str, depth_value: Any, enabled: Any, request: gr.Request):
+            view, notes = await users.configure(_tab(users, request), model_name, depth=_depth_of(depth_value),
+                                                tools=_names_of(enabled))
             return (*_view_updates(view), "; ".join(notes))
 
         async def on_reset(request: gr.Request):
@@ -119,12 +116,12 @@ def build_page(users: WebUsers) -> gr.Blocks:
             async for shown in users.ask(tab, str(model_name), text, files, depth=_depth_of(depth_value),
                                          tools=_names_of(enabled)):
                 yield shown, running
-            yield list(tab.transcript), IDLE
+            yield list(tab.transcript), idle
 
         async def on_stop(request: gr.Request):
             tab = _tab(users, request)
             await users.settled(tab)  # the cancelled run has written what it showed, "stopped" last
-            return list(tab.transcript), IDLE
+            return list(tab.transcript), idle
 
         async def on_unload(request: gr.Request):
             await users.close_tab(request.session_hash or "anonymous", getattr(request, "username", None))
