@@ -38,7 +38,8 @@ examples:
   tool-hub run python "print(sum(range(101)))"  one tool, no LLM, in the current folder
   tool-hub tools                               every tool (also OPENAPI_PLUGINS / MCP_SERVERS ones)
   tool-hub demo                                offline demo, no key needed
-  tool-hub serve --port 8000                   OpenAI-compatible API server (pip install "chatgpt-tool-hub[server]")"""
+  tool-hub serve --port 8000                   the web page at / and an OpenAI-compatible API at /v1
+                                               (pip install "chatgpt-tool-hub[web]"; the API alone: [server])"""
 
 
 class CommandError(Exception):

@@ -111,6 +111,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("serve_request_timeout_s", float, 600.0, "tool-hub serve: seconds one run may take (0: no limit)"),
         Setting("serve_shutdown_timeout_s", float, 30.0, "tool-hub serve: seconds a shutdown waits for runs in "
                 "flight"),
+        Setting("serve_web", str, "auto", "tool-hub serve: the web page at /: auto (when Gradio is installed), "
+                "true (required) or false"),
     )
 }
 

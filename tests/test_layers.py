@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chatgpt_tool_hub"
 
 # layer of each module path prefix (relative to the package): imports only point down
 LAYERS = [
-    ("cli", 6), ("demo", 6), ("console", 6), ("server", 6),
+    ("cli", 6), ("demo", 6), ("console", 6), ("server", 6), ("web", 6),
     ("apps", 5),
     ("planner", 4),
     ("tools/builtin", 3), ("tools/plugins", 3), ("tools/subtree", 3), ("experts", 3),

@@ -3,9 +3,9 @@
 Routes: ``POST /v1/chat/completions`` (OpenAI's chat API, stream or not),
 ``GET /v1/models``, ``GET /healthz``, ``GET /files/<user>/<path>`` (signed
 links to files the tools wrote), and JARVIS's ``POST /hugginggpt``, ``/tasks``
-and ``/results`` for the planner. A web page (``web=True``) is mounted by
-``chatgpt_tool_hub.web.mount(app, state)`` when that package is installed; it
-finds everything it needs in ``app.state.tool_hub`` (a :class:`ServerState`).
+and ``/results`` for the planner. The web page (``web=True``; ``tool-hub serve``
+follows ``serve_web``) is mounted at ``/`` by ``chatgpt_tool_hub.web.mount(app, state)``;
+it finds everything it needs in ``app.state.tool_hub`` (a :class:`ServerState`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ..tools.base import Tool
 from .asgi import ApiError, RunResponse, Slots, error_response, read_json
 from .chat import RunContext, announce, parse_request, prepare_images, run_chat
 from .files import resolve_download
-from .settings import ServeSettings
+from .settings import ServeSettings, parse_web
 from .users import User, UserApps, identify
 
 __all__ = ["create_server", "ServerState"]
@@ -67,11 +67,14 @@ class ServerState:
 
 
 def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | None = None,
-                  tools_list: Sequence[str | Tool] | None = None, web: bool = False, **settings: Any) -> Any:
+                  tools_list: Sequence[str | Tool] | None = None, web: bool | str | None = False,
+                  **settings: Any) -> Any:
     """The FastAPI app. ``settings`` are any ``create_app`` keywords and ``serve_*`` settings (with the
     usual precedence: these keywords > environment > .env > config.json > defaults). ``llm`` is shared by
     every user's apps (default: the configured LLM, built once); ``llm_factory()`` gives each app its own
-    (tests). ``tools_list``: the apps' tools (default: config.json's, else the default tools)."""
+    (tests). ``tools_list``: the apps' tools (default: config.json's, else the default tools). ``web``: the
+    web page at ``/`` (``True``, ``False``, ``"auto"``: when Gradio is installed; ``None``: the ``serve_web``
+    setting, as ``tool-hub serve`` does)."""
     factory = AppFactory()
     config = load_settings(settings, tool_prefixes=env_prefixes(factory.registry))
     serve = ServeSettings.from_config(config.values)
@@ -165,13 +168,16 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     from .jarvis import add_jarvis_routes
 
     add_jarvis_routes(app, state)
-    if web:
-        try:
-            from ..web import mount  # type: ignore[import-not-found]
-        except ImportError:
-            raise ConfigError('the web page is not installed: pip install "chatgpt-tool-hub[web]"',
-                              key="web") from None
-        mount(app, state)
+    mode = serve.web if web is None else parse_web(web)
+    if mode != "off":
+        from ..web import MISSING, available, mount
+
+        if available():
+            mount(app, state)
+        elif mode == "on":
+            raise ConfigError(MISSING, key="serve_web")
+        else:
+            log.info("no web page: %s", MISSING)
     return app
 
 

@@ -1,9 +1,11 @@
-"""``tool-hub serve [--host 127.0.0.1] [--port 8000]``: the API server, run with uvicorn.
+"""``tool-hub serve [--host 127.0.0.1] [--port 8000] [--web/--no-web]``: the server, run with uvicorn.
 
 The ``tool-hub`` command adds it with ``add_serve_command(subparsers)``;
 ``python -m chatgpt_tool_hub.server.cli`` runs it alone. SIGTERM or Ctrl-C
 stops taking connections and waits up to ``serve_shutdown_timeout_s`` for the
 runs in flight; then every user's app is closed (their python workers end).
+``--web`` / ``--no-web`` (``serve_web``) turn the web page at ``/`` on or off;
+by default it is served when Gradio is installed (the ``[web]`` extra).
 """
 
 from __future__ import annotations
@@ -26,8 +28,15 @@ def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to bind (SERVE_HOST; default 127.0.0.1; another address needs "
                                       "SERVE_API_KEYS)")
     serve.add_argument("--port", type=int, help="port (SERVE_PORT; default 8000)")
+    _add_web_flag(serve)
     serve.set_defaults(func=cmd_serve)
     return serve
+
+
+def _add_web_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--web", action=argparse.BooleanOptionalAction, default=None,
+                        help="the web page at / (SERVE_WEB; default: on when Gradio is installed, "
+                             'pip install "chatgpt-tool-hub[web]")')
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -51,12 +60,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         kwargs["think_depth"] = args.depth
     tools = args.tools.split(",") if getattr(args, "tools", None) else None
     try:
-        app = create_server(tools_list=tools, **kwargs)
+        app = create_server(tools_list=tools, web=getattr(args, "web", None), **kwargs)
         settings = app.state.tool_hub.settings
         settings.check_bind()
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    where = f"http://{settings.host}:{settings.port}"
+    if getattr(app.state, "tool_hub_web", None) is not None:
+        print(f"tool-hub serve: the web page at {where}/, the API at {where}/v1", file=sys.stderr)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
                             timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout_s)), lifespan="on")
     server = uvicorn.Server(config)
@@ -71,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", help="chat model (overrides MODEL_NAME)")
     parser.add_argument("--tools", help="comma-separated tool names")
     parser.add_argument("--depth", type=int, help="max tool calls per question (THINK_DEPTH)")
+    _add_web_flag(parser)
     return cmd_serve(parser.parse_args(argv))
 
 

@@ -13,7 +13,21 @@ from ..apps.factory import APP_TYPES
 from ..config import SETTINGS
 from ..errors import ConfigError
 
-__all__ = ["ServeSettings", "parse_models", "parse_keys", "is_loopback"]
+__all__ = ["ServeSettings", "parse_models", "parse_keys", "parse_web", "is_loopback"]
+
+_WEB = {"auto": "auto", "": "auto", "true": "on", "on": "on", "yes": "on", "1": "on", "false": "off", "off": "off",
+        "no": "off", "0": "off"}
+
+
+def parse_web(value: Any) -> str:
+    """``serve_web`` (or ``create_server(web=...)``): ``"auto"`` (the page when Gradio is installed), ``"on"``
+    (the page, or an error saying what to install) or ``"off"``."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    mode = _WEB.get(str("auto" if value is None else value).strip().lower())
+    if mode is None:
+        raise ConfigError(f"serve_web must be auto, true or false, got {str(value)[:30]!r}", key="serve_web")
+    return mode
 
 
 def parse_keys(value: Any) -> tuple[str, ...]:
@@ -79,6 +93,7 @@ class ServeSettings:
     max_users: int = 1000
     user_ttl_s: float = 3600.0
     allow_private_images: bool = False  # http image URLs on private addresses (url_get_allow_private)
+    web: str = "auto"  # serve_web: "auto", "on" or "off"
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> "ServeSettings":
@@ -96,6 +111,7 @@ class ServeSettings:
             user_ttl_s=float(_typed(values, "session_ttl_s")),
             allow_private_images=str(values.get("url_get_allow_private", "")).strip().lower() in ("1", "true", "yes",
                                                                                                 "on"),
+            web=parse_web(values.get("serve_web")),
         )
         for key, value in (("serve_port", settings.port), ("serve_max_body_bytes", settings.max_body_bytes),
                            ("serve_max_concurrent_runs", settings.max_concurrent_runs)):

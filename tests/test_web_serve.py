@@ -1,0 +1,164 @@
+"""The page on the server: mounted at ``/`` next to the API, locked by the API keys, ``serve_web`` and
+``tool-hub serve --web/--no-web``, and the clear error without Gradio."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gradio  # noqa: F401 - the [web] extra: a missing install fails here, it is never skipped
+import pytest
+from starlette.testclient import TestClient
+
+from chatgpt_tool_hub.errors import ConfigError
+from chatgpt_tool_hub.server import create_server
+from chatgpt_tool_hub.server.settings import parse_web
+from chatgpt_tool_hub.testing import ScriptedLLM
+
+
+def server(tmp_path, **settings):
+    settings.setdefault("serve_workspace_root", str(tmp_path / "users"))
+    settings.setdefault("no_default", True)
+    return create_server(llm=ScriptedLLM([]), tools_list=["python"], **settings)
+
+
+def test_the_page_is_served_at_the_root_next_to_the_api(tmp_path):
+    app = server(tmp_path, web=True)
+    with TestClient(app) as client:
+        page = client.get("/")
+        assert page.status_code == 200 and "window.gradio_config" in page.text
+        config = client.get("/config").json()
+        assert config["analytics_enabled"] is False
+        ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
+        assert {"tool-hub-chat", "tool-hub-ask", "tool-hub-tools", "tool-hub-depth", "tool-hub-app"} <= ids
+        assert client.get("/healthz").json()["status"] == "ok"
+        assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["tool-hub", "tool-hub-planner"]
+    assert app.state.tool_hub_web.state is app.state.tool_hub  # the page runs on the server's own users
+
+
+def test_with_api_keys_the_page_needs_one_as_the_password(tmp_path):
+    app = server(tmp_path, web=True, serve_api_keys="key-one,key-two")
+    with TestClient(app) as client:
+        assert client.get("/config").status_code == 401
+        assert client.post("/gradio_api/upload", files={"files": ("a.txt", b"x")}).status_code == 401
+        assert client.post("/gradio_api/queue/join", json={}).status_code == 401
+        assert "serve_api_keys" in client.get("/").text  # the login page says what to type
+        refused = client.post("/login", data={"username": "ann", "password": "wrong"})
+        assert refused.status_code >= 400 and not client.cookies
+        assert client.post("/login", data={"username": "ann", "password": "key-two"}).json() == {"success": True}
+        assert client.get("/config").status_code == 200
+        assert client.get("/v1/models").status_code == 401  # the API still wants its bearer key
+        assert client.get("/v1/models", headers={"Authorization": "Bearer key-one"}).status_code == 200
+
+
+def test_without_keys_the_page_is_open_and_only_loopback_may_be_bound(tmp_path):
+    app = server(tmp_path, web=True)
+    with TestClient(app) as client:
+        assert client.get("/config").status_code == 200
+    with pytest.raises(ConfigError, match="serve_api_keys"):
+        app.state.tool_hub.settings.check_bind("0.0.0.0")
+
+
+def test_serve_web_decides_when_the_caller_does_not(tmp_path, monkeypatch):
+    assert not hasattr(server(tmp_path).state, "tool_hub_web")  # create_server's default: the API alone
+    assert not hasattr(server(tmp_path, web=None, serve_web="false").state, "tool_hub_web")
+    assert hasattr(server(tmp_path, web=None).state, "tool_hub_web")  # auto, and Gradio is installed
+    monkeypatch.setenv("SERVE_WEB", "off")
+    assert not hasattr(server(tmp_path, web=None).state, "tool_hub_web")
+    assert hasattr(server(tmp_path, web=True).state, "tool_hub_web")  # the caller's word wins
+    with pytest.raises(ConfigError, match="serve_web must be auto, true or false"):
+        server(tmp_path, web=None, serve_web="maybe")
+    assert [parse_web(v) for v in (None, "", "AUTO", True, "yes", False, "0")] == \
+        ["auto", "auto", "auto", "on", "on", "off", "off"]
+
+
+def test_without_gradio_auto_serves_the_api_and_on_says_what_to_install(tmp_path, monkeypatch):
+    import chatgpt_tool_hub.web as web
+
+    monkeypatch.setattr(web, "available", lambda: False)
+    assert not hasattr(server(tmp_path, web="auto").state, "tool_hub_web")
+    with pytest.raises(ConfigError) as err:
+        server(tmp_path, web=True)
+    assert 'pip install "chatgpt-tool-hub[web]"' in str(err.value) and err.value.key == "serve_web"
+
+
+def test_tool_hub_serve_takes_web_and_no_web(tmp_path, monkeypatch, capsys):
+    import uvicorn
+
+    from chatgpt_tool_hub import cli
+
+    served = []
+
+    class Server:
+        def __init__(self, config):
+            self.config, self.started = config, True
+
+        def run(self):
+            served.append(self.config.app)
+
+    monkeypatch.setattr(uvicorn, "Server", Server)
+    monkeypatch.setenv("LLM_API_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("SERVE_WORKSPACE_ROOT", str(tmp_path / "users"))
+    assert cli.main(["serve", "--no-web", "--port", "8123"]) == 0
+    assert not hasattr(served[-1].state, "tool_hub_web")
+    assert cli.main(["serve", "--port", "8123"]) == 0  # default: on, Gradio is installed
+    assert hasattr(served[-1].state, "tool_hub_web")
+    assert "the web page at http://127.0.0.1:8123/" in capsys.readouterr().err
+    monkeypatch.setenv("SERVE_WEB", "false")
+    assert cli.main(["serve", "--web", "--port", "8123"]) == 0
+    assert hasattr(served[-1].state, "tool_hub_web")
+    import chatgpt_tool_hub.web as web
+
+    monkeypatch.setattr(web, "available", lambda: False)  # Gradio missing: --web says what to install
+    capsys.readouterr()
+    assert cli.main(["serve", "--web", "--port", "8123"]) == 2
+    assert 'pip install "chatgpt-tool-hub[web]"' in capsys.readouterr().err
+
+
+def test_help_stays_light():
+    code = ("import sys\nfrom chatgpt_tool_hub import cli\n"
+            "try:\n    cli.main(['serve', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('GRADIO' if 'gradio' in sys.modules else 'LIGHT')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "--web, --no-web" in out.stdout and out.stdout.strip().endswith("LIGHT")
+
+
+def _ask_over_the_queue(client, data, session="s1"):
+    """Send the page's question event as a client may (any payload), return its final output."""
+    import json
+
+    config = client.get("/config").json()
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    event = next(d for d in config["dependencies"]
+                 if any(ids.get(t[0]) == "tool-hub-ask" and t[1] == "submit" for t in d["targets"]))
+    joined = client.post("/gradio_api/queue/join", json={"data": data, "fn_index": event["id"], "session_hash": session,
+                                                         "trigger_id": event["targets"][0][0], "event_data": None})
+    assert joined.status_code == 200, joined.text
+    with client.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
+                return json.loads(line[5:])["output"]
+    raise AssertionError("the event never completed")
+
+
+def test_a_server_path_a_client_names_as_an_upload_is_refused_and_never_copied(tmp_path):
+    import time
+    from pathlib import Path
+
+    from gradio.utils import get_upload_folder
+    from PIL import Image
+
+    secret = tmp_path / "secret-3f9a.png"  # any image on the server, e.g. in another user's workspace
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(secret)
+    started = time.time()
+    llm = ScriptedLLM(["AI: ok"])
+    app = create_server(llm=llm, tools_list=["python"], no_default=True, web=True,
+                        serve_workspace_root=str(tmp_path / "users"))
+    forged = {"text": "look", "files": [{"path": str(secret), "orig_name": secret.name,
+                                         "meta": {"_type": "gradio.FileData"}}]}
+    with TestClient(app) as client:
+        output = _ask_over_the_queue(client, [forged, "tool-hub", 3, []])
+    assert "not uploaded by a user" in output.get("error", "") and "data" not in output
+    assert llm.calls == 0
+    copies = [p for p in Path(get_upload_folder()).rglob(secret.name) if p.stat().st_mtime >= started - 1]
+    assert copies == []
