@@ -235,7 +235,7 @@ def test_think_depth_applies_and_the_planner_has_none(web):
     shown, planner = asyncio.run(main())
     steps = [b for b in blocks(shown[-1]) if b["metadata"]["title"].startswith("Step")]
     assert len(steps) == 1 and shown[-1][-1]["content"] == "never"  # one tool call, then the depth stopped it
-    assert planner.depth is None and not planner.toggles and planner.tools == ["python"]
+    assert planner.depth is None and planner.toggles and planner.tools == ["python"]
 
 
 def test_reset_forgets_the_chat_the_memory_and_the_python_state(web):

@@ -55,18 +55,6 @@ class App(ConversationApp):
 
     # ---- tools and subtrees --------------------------------------------------------------
 
-    def add_tool(self, tool: Tool) -> None:
-        with self._lock:
-            self._tools[tool.name] = tool
-
-    def unregister(self, name: str) -> None:
-        """Remove a tool or subtree; the next question no longer sees it."""
-        with self._lock:
-            tool = self._tools.pop(name, None)
-        if tool is None:
-            raise UserError(f"no tool named {name!r} in this app; it has: {', '.join(self.tool_names) or '(none)'}")
-        tool.close()
-
     def register_subtree(self, name: str, tools: Sequence[str | Tool], description: str = "", *,
                          llm: LLM | None = None, think_depth: int | None = None) -> Tool:
         """Add a tool-in-tool subtree: a sub-agent with its own tools (names or ``Tool`` objects).

@@ -268,6 +268,19 @@ class ConversationApp:
         history; False when the history does not end with one."""
         return bool(self._memory(session_id).pop_turn())
 
+    def add_tool(self, tool: Tool) -> None:
+        """Add (or replace) a tool; the next question sees it (both app types)."""
+        with self._lock:
+            self._tools[tool.name] = tool
+
+    def unregister(self, name: str) -> None:
+        """Remove a tool or subtree; the next question no longer sees it."""
+        with self._lock:
+            tool = self._tools.pop(name, None)
+        if tool is None:
+            raise UserError(f"no tool named {name!r} in this app; it has: {', '.join(self.tool_names) or '(none)'}")
+        tool.close()
+
     @property
     def session_ids(self) -> list[str]:
         """The sessions the app keeps, least recently used first."""

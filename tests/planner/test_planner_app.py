@@ -285,3 +285,20 @@ def test_a_factory_app_copies_the_files_a_request_names_into_its_workspace(isola
     copy = result.plan[0]["args"]["image"]
     assert copy.startswith("image/") and (app.context.workspace / copy).is_file()
     assert seen == [str((app.context.workspace / copy).resolve())]  # the tool read the copy in its workspace
+
+
+def test_tools_can_be_added_and_removed_between_requests(tools):
+    """add_tool / unregister work on the planner as on the ReAct app: a removed tool is no longer planned
+    with (its task fails as an unknown tool), one added back runs again."""
+    upper = tools["upper"]
+    llm = ScriptedLLM([plan(task(0, "upper", {"text": "hi"})), "done"])
+    app = PlannerApp(llm, [t for t in tools.values() if t is not upper])
+    assert "upper" not in app.tool_names
+    app.add_tool(upper)
+    assert "upper" in app.tool_names
+    result = app.run("shout hi")
+    assert result.tasks[0].status == "ok" and result.tasks[0].output == "HI"
+    app.unregister(upper.name)
+    assert upper.name not in app.tool_names
+    with pytest.raises(UserError, match="no tool named"):
+        app.unregister(upper.name)
