@@ -194,3 +194,26 @@ def test_users_apps_past_the_cap_are_closed_with_their_python_workers(live):
     client.chat.completions.create(model="tool-hub", messages=QUESTION, user="bob")
     assert [folder.split("-")[0] for folder, _ in server.state.apps.users()] == ["bob"]
     assert wait_gone(pid, 10.0)
+
+
+def test_dropping_a_user_closes_their_idle_apps_and_leaves_a_busy_one(tmp_path):
+    from chatgpt_tool_hub.server.users import User, UserApps
+
+    closed = []
+
+    class FakeApp:
+        def __init__(self, name):
+            self.name = name
+
+        def close(self):
+            closed.append(self.name)
+
+    apps = UserApps(lambda user, app_type, ws: FakeApp(f"{user.name}:{app_type}"), tmp_path, max_users=0, ttl_s=0)
+    alice, bob = User("local", "alice"), User("local", "bob")
+    for user in (alice, bob):
+        for app_type in ("victorinox", "planner"):
+            apps.acquire(user, app_type)
+            apps.release(user, app_type)
+    apps.acquire(alice, "planner")  # a run in flight
+    assert apps.drop(alice) == 1 and closed == ["alice:victorinox"]
+    assert set(apps.sessions_of(alice)) == {"planner"} and set(apps.sessions_of(bob)) == {"victorinox", "planner"}

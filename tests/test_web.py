@@ -400,6 +400,7 @@ def test_closing_a_tab_ends_its_python_session(web):
 
     python = asyncio.run(main())
     assert python.worker_pids() == {} and users.tabs() == []
+    assert users.state.apps.sessions_of(tab.user) == {}  # its apps are closed now, not at the next prune
 
 
 def test_the_package_imports_without_gradio():

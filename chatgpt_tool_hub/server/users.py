@@ -137,6 +137,16 @@ class UserApps:
             _close(app)
         return len(apps)
 
+    def drop(self, user: User) -> int:
+        """Close the user's apps now (a web page's tab was closed); one with a run in flight is left for
+        :meth:`prune`. Returns how many were closed."""
+        with self._lock:
+            keys = [key for key, entry in self._apps.items() if key[0] == user.folder and not entry.busy]
+            apps = [self._apps.pop(key).app for key in keys]
+        for app in apps:
+            _close(app)
+        return len(apps)
+
     def users(self) -> list[tuple[str, str]]:
         with self._lock:
             return list(self._apps)

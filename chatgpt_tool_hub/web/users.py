@@ -115,11 +115,12 @@ class WebUsers:
             return list(self._tabs.values())
 
     async def close_tab(self, session_hash: str, username: str | None = None) -> None:
-        """The tab was closed: forget it and end its tool sessions (python workers); its apps are closed
-        when the server prunes idle users."""
+        """The tab was closed: forget it and close its apps (their python workers end); an app with a run
+        still in flight is closed when the server prunes idle users, its tool sessions reset now."""
         with self._lock:
             tab = self._tabs.pop(f"{username or ''}\0{session_hash}", None)
         if tab is not None:
+            await self.state.blocking(self.state.apps.drop, tab.user)
             for app in self.state.apps.sessions_of(tab.user).values():
                 await self.state.blocking(app.reset, SESSION_ID)
 
