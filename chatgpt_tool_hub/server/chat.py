@@ -12,6 +12,7 @@ answer and listed under ``tool_hub.files``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -215,6 +216,27 @@ def _run_error(exc: Exception) -> ApiError:
     return ApiError(500, f"the run failed: {type(exc).__name__}: {exc}", kind="server_error")
 
 
+class DeltaEvents:
+    """The server-sent events of one streamed answer's deltas: the chunk's fixed part is encoded once, each
+    delta adds its field and text (the bytes ``sse(chunk)`` would make, at a fraction of the work)."""
+
+    __slots__ = ("_head",)
+    _TAIL = b',"finish_reason":null}]}\n\n'
+
+    def __init__(self, cid: str, created: int, model: str):
+        self._head = ('data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":'
+                      '[{"index":0,"delta":{' % (_dumps(cid), created, _dumps(model))).encode()
+
+    def encode(self, deltas: Sequence[tuple[str, str]]) -> bytes:
+        """One event per ``(field, text)`` delta (``field``: ``"reasoning"`` or ``"content"``), joined."""
+        return b"".join(self._head + (b'"reasoning_content":' if where == "reasoning" else b'"content":')
+                        + _dumps(text).encode() + b"}" + self._TAIL for where, text in deltas)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> None:
     """Run the question and send the whole HTTP response (JSON, or server-sent events)."""
     cid, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
@@ -266,14 +288,16 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
         await send({"type": "http.response.body", "body": sse(payload), "more_body": True})
 
     await write(chunk({"role": "assistant", "content": ""}))
+    events = DeltaEvents(cid, created, request.model)
 
     async def produce() -> Any:
         run = ctx.app.astream(request.question, ctx.history, session_id=ctx.session_id,
                               llm_options=request.llm_options)
         try:
             async for event in run:
-                for where, text in mono.feed(event):
-                    await write(chunk({"reasoning_content" if where == "reasoning" else "content": text}))
+                deltas = mono.feed(event)
+                if deltas:  # what one event gave, in one write
+                    await send({"type": "http.response.body", "body": events.encode(deltas), "more_body": True})
         finally:
             await run.aclose()
         return run.result
