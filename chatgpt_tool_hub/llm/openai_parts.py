@@ -7,7 +7,8 @@ import email.utils
 import json
 import logging
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 from .base import StreamChunk, ToolCall, Usage

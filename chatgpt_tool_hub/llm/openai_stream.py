@@ -17,7 +17,8 @@ import asyncio
 import json
 import ssl
 import sys
-from typing import Any, AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, AsyncIterator, Iterator
 
 __all__ = ["SSEPayloads", "iter_payloads", "aiter_payloads"]
 
