@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 from ..apps.files import announcement, describe
 from ..engine.prompts import detect_language
 from ..errors import LLMError, RunError, UserError
-from .asgi import ApiError, sse
+from .asgi import ApiError, StreamBody, sse
 from .files import IMAGE_SUFFIXES, ImageError, find_files, ingest_image_url, signed_path
 from .monologue import Monologue
 
@@ -284,8 +284,19 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
                 "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                             (b"x-accel-buffering", b"no")]})
 
+    body = StreamBody(send)  # what the run makes in one go goes out in one write
+    try:
+        await _stream_events(ctx, body, mono, cid, created, chunk, started)
+    finally:
+        body.abort()  # nothing is left queued when the run was cancelled
+
+
+async def _stream_events(ctx: RunContext, body: StreamBody, mono: Monologue, cid: str, created: int,
+                         chunk: Callable[..., dict], started: float) -> None:
+    request = ctx.request
+
     async def write(payload: Any) -> None:
-        await send({"type": "http.response.body", "body": sse(payload), "more_body": True})
+        await body.write(sse(payload))
 
     await write(chunk({"role": "assistant", "content": ""}))
     events = DeltaEvents(cid, created, request.model)
@@ -296,8 +307,8 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
         try:
             async for event in run:
                 deltas = mono.feed(event)
-                if deltas:  # what one event gave, in one write
-                    await send({"type": "http.response.body", "body": events.encode(deltas), "more_body": True})
+                if deltas:
+                    await body.write(events.encode(deltas))
         finally:
             await run.aclose()
         return run.result
@@ -322,7 +333,7 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
             await write({"id": cid, "object": "chat.completion.chunk", "created": created, "model": request.model,
                          "choices": [], "usage": _usage(result)})
     await write("[DONE]")
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    await body.close()
 
 
 async def _send_json(send: Callable[[dict], Awaitable[None]], status: int, payload: Any) -> None:
