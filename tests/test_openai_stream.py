@@ -221,17 +221,20 @@ def test_a_timeout_while_reading_is_retried_before_the_first_chunk(raw):
     assert raw.requests == 2
 
 
-def test_streams_build_no_typed_chunk_objects(raw, monkeypatch, chat_server):
+def test_no_typed_objects_are_built_for_completions_or_chunks(monkeypatch, chat_server):
     import openai._base_client as base
 
     def refuse(*args, **kwargs):
-        raise AssertionError("a typed object was built for a streamed chunk")
+        raise AssertionError("a typed object was built for a response")
 
     monkeypatch.setattr(base.BaseClient, "_process_response_data", refuse)
-    chat_server.replies = ["one two three", "four five"]
+    chat_server.replies = ["one two three", "four five", "six", "seven"]
     llm = OpenAICompatibleLLM("m", api_key="k", base_url=chat_server.url, timeout=5)
     assert collect_stream(llm.stream(MSGS)).text == "one two three"
     assert asyncio.run(acollect(llm)).text == "four five"
+    assert llm.complete(MSGS).text == "six"
+    response = asyncio.run(llm.acomplete(MSGS))
+    assert response.text == "seven" and not response.usage.estimated
 
 
 def test_the_async_stream_reaches_an_azure_deployment(chat_server):
