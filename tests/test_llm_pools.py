@@ -33,6 +33,7 @@ def test_many_requests_in_flight_spread_over_pools_and_few_use_one(raw):
         while raw.requests < 1 + len(tasks):
             await asyncio.sleep(0.01)
         seen["busy"] = (len(transport.pools), list(transport.busy))
+        seen["tls"] = {id(pool._pool._ssl_context) for pool in transport.pools}
         raw.gate.set()
         texts = [r.text for r in await asyncio.gather(*tasks)]
         seen["after"] = (len(transport.pools), list(transport.busy))
@@ -44,6 +45,7 @@ def test_many_requests_in_flight_spread_over_pools_and_few_use_one(raw):
     pools, busy = seen["busy"]
     assert pools == 3 and sum(busy) == 2 * http_pools.PER_POOL + 3 and max(busy) <= http_pools.PER_POOL
     assert seen["after"] == (3, [0, 0, 0])  # every request left its pool's count when its body was closed
+    assert len(seen["tls"]) == 1  # the pools share one TLS context (loading the CA file once)
 
 
 def test_no_more_pools_than_the_most(monkeypatch, raw):

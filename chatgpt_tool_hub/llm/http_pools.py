@@ -85,12 +85,20 @@ def _transport_class(module: Any) -> type | None:
                                        max_keepalive_connections=per)
             self.pools: list[Any] = []
             self.busy: list[int] = []
+            self._tls: dict[str, Any] = {}  # one TLS context for all pools (loading the CA file takes ~20 ms)
+
+        def _new_pool(self) -> Any:
+            make_context = getattr(self._http, "create_ssl_context", None)
+            if callable(make_context) and "context" not in self._tls:
+                self._tls["context"] = make_context()  # verify=True, trust_env=True: the default transport's
+            extra = {"verify": self._tls["context"]} if "context" in self._tls else {}
+            return self._http.AsyncHTTPTransport(limits=self._limits, **extra)
 
         def _pick(self) -> int:
             busy = self.busy
             best = min(range(len(busy)), key=busy.__getitem__) if busy else -1
             if best == -1 or (busy[best] >= PER_POOL and len(busy) < MOST_POOLS):
-                self.pools.append(self._http.AsyncHTTPTransport(limits=self._limits))
+                self.pools.append(self._new_pool())
                 busy.append(0)
                 best = len(busy) - 1
             return best

@@ -146,13 +146,27 @@ async def aiter_payloads(response: Any) -> AsyncIterator[Any]:
                 break
     except timeouts + others as err:
         raise _openai_error(err, response, timeouts) from err
-    if events.done and _timeout is not None:  # Python 3.10 has no asyncio.timeout: the connection is closed
+    finally:
+        if not events.done:  # left early (a stop string, an error): the body's reader is closed now
+            await _aclose_quietly(chunks)
+    if events.done:
+        if _timeout is not None:  # Python 3.10 has no asyncio.timeout: there the connection is closed instead
+            try:
+                async with _timeout(DRAIN_S):  # in this task: the body's reader may hold its cancel scopes
+                    async for _ in chunks:
+                        pass
+            except (TimeoutError, *timeouts, *others):
+                pass  # the answer is complete; the connection is closed instead of reused
+        await _aclose_quietly(chunks)
+
+
+async def _aclose_quietly(chunks: Any) -> None:
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
         try:
-            async with _timeout(DRAIN_S):  # in this task: the body's reader may hold the task's cancel scopes
-                async for _ in chunks:
-                    pass
-        except (TimeoutError, *timeouts, *others):
-            pass  # the answer is complete; the connection is closed instead of reused
+            await aclose()
+        except Exception:  # noqa: BLE001 - closing a body that is done with
+            pass
 
 
 _timeout = getattr(asyncio, "timeout", None)
