@@ -4,10 +4,6 @@ The ``tool-hub`` command adds it with ``add_serve_command(subparsers)``;
 ``python -m chatgpt_tool_hub.server.cli`` runs it alone. SIGTERM or Ctrl-C
 stops taking connections and waits up to ``serve_shutdown_timeout_s`` for the
 runs in flight; then every user's app is closed (their python workers end).
-
-The process collects garbage less often than Python's default (see
-:func:`collect_less_often`): the command owns its process, an application that
-embeds ``create_server`` keeps its own policy.
 """
 
 from __future__ import annotations
@@ -81,7 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
                             timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout_s)), lifespan="on")
     server = uvicorn.Server(config)
-    collect_less_often()
+    collect_less_often()  # this command owns its process; an application embedding create_server keeps its own
     server.run()
     return EXIT_OK if server.started else EXIT_ERROR
 
