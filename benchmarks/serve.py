@@ -11,13 +11,19 @@ default), streamed or not, with a reply that needs no tool.
 * ``await asyncio.to_thread(app.ask, q)``, what ``aask`` did before.
 
 ``serve``: 200 concurrent streaming clients (the ``openai`` client) against a
-``tool-hub serve`` process, beside the same clients streaming from the LLM
-server directly: throughput, p50 / p99 latency, errors, and the server's
-resident memory sampled every 1,000 requests (it should stay flat).
+``tool-hub serve`` process, beside two peers: the same clients streaming from
+the LLM server directly (no server hop at all), and the same clients streaming
+through a bare FastAPI / uvicorn proxy (its own process: ``AsyncOpenAI`` with
+``stream=True`` upstream, each chunk re-sent as a server-sent event), which has
+the hop ``tool-hub serve`` has but no engine. Printed: throughput, p50 / p99
+latency, errors, the CPU time each process spent per request (the client, the
+LLM server and the server in between share the machine's cores), and the
+server's resident memory sampled every 1,000 requests (it should stay flat).
 
     python benchmarks/serve.py aask  [--questions 2000] [--tasks 64] [--latency 0.05]
     python benchmarks/serve.py serve [--requests 10000] [--clients 200] [--latency 0.05]
     python benchmarks/serve.py llm --port 8100 [--latency 0.05]    # only the scripted LLM server
+    python benchmarks/serve.py proxy --port 8101 --upstream http://127.0.0.1:8100/v1   # only the proxy
 
 Needs ``pip install "chatgpt-tool-hub[server]"``. Everything talks to 127.0.0.1 only.
 """
@@ -79,6 +85,30 @@ def llm_app(latency: float):
     return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
 
 
+def proxy_app(upstream: str):
+    """The peer with a server hop: a bare FastAPI proxy streaming each chat completion from ``upstream``."""
+    import openai
+    from fastapi import FastAPI
+    from fastapi.responses import StreamingResponse
+
+    app = FastAPI()
+    client = openai.AsyncOpenAI(base_url=upstream, api_key="x", max_retries=0, timeout=120)
+
+    async def completions(request):  # a plain route: the handler takes the request
+        body = await request.json()
+        stream = await client.chat.completions.create(model="scripted", messages=body["messages"], stream=True,
+                                                      stream_options={"include_usage": True})
+
+        async def events():
+            async for chunk in stream:
+                yield "data: " + chunk.model_dump_json(exclude_unset=True) + "\n\n"
+            yield "data: [DONE]\n\n"
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    app.router.add_route("/v1/chat/completions", completions, methods=["POST"])
+    return app
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -103,6 +133,24 @@ def start_llm_server(latency: float) -> tuple[subprocess.Popen, int]:
                             stderr=subprocess.DEVNULL)
     wait_port(port)
     return proc, port
+
+
+def start_proxy(upstream: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "proxy", "--port", str(port), "--upstream", upstream],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc, port
+
+
+def cpu_s(pid: int | None = None) -> float:
+    """CPU seconds (user + system) a process has used: another one's, or this one's."""
+    if pid is None:
+        return time.process_time()
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -229,16 +277,26 @@ async def _clients(n: int, clients: int, base: str, model: str, key: str, progre
             "p99": latencies[int(len(latencies) * 0.99) - 1] * 1000, "errors": errors}
 
 
+def _measured(n: int, clients: int, base: str, model: str, pids: dict, progress=None) -> dict:
+    """One ``_clients`` run, with the CPU milliseconds per request each process in ``pids`` spent."""
+    before = {name: cpu_s(pid) for name, pid in pids.items()}
+    row = asyncio.run(_clients(n, clients, base, model, "x", progress))
+    row["cpu"] = {name: 1000 * (cpu_s(pid) - before[name]) / n for name, pid in pids.items()}
+    return row
+
+
 def bench_serve(args) -> None:
     llm, llm_port = start_llm_server(args.latency)
+    llm_base = f"http://127.0.0.1:{llm_port}/v1"
+    proxy, proxy_port = start_proxy(llm_base)
     port = free_port()
     workspace = tempfile.mkdtemp()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LLM_API_BASE_URL": f"http://127.0.0.1:{llm_port}/v1",
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LLM_API_BASE_URL": llm_base,
            "MODEL_NAME": "scripted", "NO_DEFAULT": "true", "MAX_RETRIES": "0",
            "SERVE_MAX_CONCURRENT_RUNS": str(max(args.clients, 64)), "SERVE_WORKSPACE_ROOT": workspace}
     server = subprocess.Popen([sys.executable, "-c", "from chatgpt_tool_hub.server.cli import main; main()",
                                "--port", str(port)], env=env, cwd=workspace,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port)
         samples: list[tuple[int, float]] = []
@@ -248,25 +306,38 @@ def bench_serve(args) -> None:
                 samples.append((count, rss_mb(server.pid)))
 
         print(f"serve: {args.requests} streamed requests, {args.clients} concurrent clients, LLM latency "
-              f"{args.latency * 1000:.0f} ms, {os.cpu_count()} CPUs")
-        asyncio.run(_clients(min(400, args.requests), args.clients, f"http://127.0.0.1:{port}/v1", "tool-hub", "x"))
-        bare = asyncio.run(_clients(args.requests, args.clients, f"http://127.0.0.1:{llm_port}/v1", "scripted", "x"))
-        served = asyncio.run(_clients(args.requests, args.clients, f"http://127.0.0.1:{port}/v1", "tool-hub", "x",
-                                      progress))
-        print(f"{'':28} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
-        for name, row in (("bare AsyncOpenAI -> LLM", bare), ("tool-hub serve", served)):
-            print(f"{name:28} {row['rps']:8.1f} {row['p50']:8.1f} {row['p99']:8.1f} {len(row['errors']):7d}")
-        print(f"throughput: tool-hub serve is {bare['rps'] / served['rps']:.2f}x slower than the bare loop "
-              f"(goal: within 1.2x)")
+              f"{args.latency * 1000:.0f} ms, {os.cpu_count()} CPUs shared by the client, the LLM server and "
+              f"the server in between")
+        warm = min(400, args.requests)
+        asyncio.run(_clients(warm, args.clients, f"http://127.0.0.1:{proxy_port}/v1", "scripted", "x"))
+        asyncio.run(_clients(warm, args.clients, f"http://127.0.0.1:{port}/v1", "tool-hub", "x"))
+        client, upstream = {"client": None, "LLM": llm.pid}, {"client": None, "LLM": llm.pid}
+        rows = {
+            "bare AsyncOpenAI -> LLM": _measured(args.requests, args.clients, llm_base, "scripted", client),
+            "FastAPI proxy -> LLM": _measured(args.requests, args.clients, f"http://127.0.0.1:{proxy_port}/v1",
+                                              "scripted", {**upstream, "server": proxy.pid}),
+            "tool-hub serve": _measured(args.requests, args.clients, f"http://127.0.0.1:{port}/v1", "tool-hub",
+                                        {**upstream, "server": server.pid}, progress),
+        }
+        print(f"{'':26} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}   CPU ms per request: "
+              f"{'client':>6} {'LLM':>6} {'server':>6}")
+        for name, row in rows.items():
+            cpu = row["cpu"]
+            server_cpu = f"{cpu['server']:6.2f}" if "server" in cpu else f"{'-':>6}"
+            print(f"{name:26} {row['rps']:8.1f} {row['p50']:8.1f} {row['p99']:8.1f} {len(row['errors']):7d}"
+                  f"   {'':20}{cpu['client']:6.2f} {cpu['LLM']:6.2f} {server_cpu}")
+        served = rows["tool-hub serve"]["rps"]
+        bare, proxied = rows["bare AsyncOpenAI -> LLM"]["rps"], rows["FastAPI proxy -> LLM"]["rps"]
+        print(f"throughput, peer / tool-hub serve: bare loop {bare / served:.2f}, FastAPI proxy {proxied / served:.2f} "
+              f"(goal: at most 1.2 against the bare loop)")
         print(f"server peak RSS {hwm_mb(server.pid):.0f} MB; RSS every 1000 requests (MB): "
               + ", ".join(f"{rss:.0f}" for _, rss in samples))
-        for error in (bare["errors"] + served["errors"])[:5]:
+        for error in [e for row in rows.values() for e in row["errors"]][:5]:
             print("error:", error)
     finally:
-        server.terminate()
-        server.wait(30)
-        llm.terminate()
-        llm.wait()
+        for proc in (server, proxy, llm):
+            proc.terminate()
+            proc.wait(30)
 
 
 def main() -> None:
@@ -283,12 +354,15 @@ def main() -> None:
     three = sub.add_parser("llm")
     three.add_argument("--port", type=int, required=True)
     three.add_argument("--latency", type=float, default=0.05)
+    four = sub.add_parser("proxy")
+    four.add_argument("--port", type=int, required=True)
+    four.add_argument("--upstream", required=True)
     args = parser.parse_args()
-    if args.mode == "llm":
+    if args.mode in ("llm", "proxy"):
         import uvicorn
 
-        uvicorn.run(llm_app(args.latency), host="127.0.0.1", port=args.port, log_level="warning",
-                    access_log=False, backlog=4096)
+        app = llm_app(args.latency) if args.mode == "llm" else proxy_app(args.upstream)
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False, backlog=4096)
     elif args.mode == "aask":
         bench_aask(args)
     else:

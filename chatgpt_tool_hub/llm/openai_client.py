@@ -16,6 +16,11 @@ messages are sent as they are.
 The async path: ``acomplete`` / ``astream`` use ``openai.AsyncOpenAI`` (one
 client per event loop, each with its own connection pool) with the same
 retries, error mapping and parsing; no thread waits for the server.
+
+Responses are read raw (``with_raw_response``, ``with_streaming_response``):
+the body, or each streamed event, is parsed as JSON into dicts
+(:mod:`.openai_stream`), not built into the package's typed objects, with the
+package's error behaviour kept.
 ``with_options(temperature=..., max_tokens=...)`` is a copy for one request
 that shares the clients.
 """
@@ -34,8 +39,11 @@ from typing import Any, AsyncIterator, Iterator, Mapping, Sequence
 from ..errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError, UserError
 from .base import BaseLLM, LLMResponse, Message, StreamChunk, ToolCall, Usage
 from ..redact import Redactor
-from .openai_parts import (OPENAI_BASE_URL, StreamState, _as_dict, _Attempt, _blank_to_none, _chain_mentions,
-                           _is_openai_url, _safe_url, _Secret, _tool_calls_from, _usage_from, parse_retry_after)
+from .openai_parts import (OPENAI_BASE_URL, StreamState, _aclose, _as_dict, _Attempt, _blank_to_none, _chain_mentions,
+                           _close, _is_openai_url, _json_body, _request, _safe_url, _Secret, _tool_calls_from,
+                           _usage_from, parse_retry_after)
+from .http_pools import pooled_async_client
+from .openai_stream import aiter_payloads, iter_payloads
 from .stops import clean_stop, cut_at_stop
 from . import tokens
 
@@ -193,6 +201,8 @@ class OpenAICompatibleLLM(BaseLLM):
             # own defaults (timeouts, connection limits, redirects), which a bare httpx2.Client lacks
             factory = openai.DefaultAsyncHttpxClient if asynchronous else openai.DefaultHttpxClient
             http_client = factory(proxy=self.proxy, timeout=self.timeout)
+        elif asynchronous:  # many requests at once from one loop: several small connection pools
+            http_client = pooled_async_client(self.timeout)
         common: dict[str, Any] = dict(api_key=key, timeout=self.timeout, max_retries=0)
         if http_client is not None:
             common["http_client"] = http_client
@@ -340,7 +350,8 @@ class OpenAICompatibleLLM(BaseLLM):
 
     def _call(self, params: dict[str, Any], first_read: Any = None) -> Any:
         """Run ``create(**params)`` with retries. ``first_read(result)`` runs inside the
-        retry scope (used by streams to read up to the first chunk)."""
+        retry scope (used by streams to read up to the first chunk); with it, the result is the
+        raw streamed response (``with_streaming_response``)."""
         client = self._get_client()
         attempts, attempt = self.max_retries + 1, 0
         last, last_err = "no attempt", None
@@ -348,8 +359,10 @@ class OpenAICompatibleLLM(BaseLLM):
             attempt += 1
             started = self._log_request(attempt, attempts, params)
             try:
-                result = client.chat.completions.create(**_request(params))
-                return first_read(result) if first_read is not None else result
+                if first_read is None:
+                    return _json_body(client.chat.completions.with_raw_response.create(**_request(params)))
+                return first_read(client.chat.completions.with_streaming_response.create(**_request(params))
+                                  .__enter__())
             except Exception as err:  # noqa: BLE001 - decided by _failed
                 outcome = self._failed(err, params, attempt, started)
             if outcome is None:
@@ -369,8 +382,10 @@ class OpenAICompatibleLLM(BaseLLM):
             attempt += 1
             started = self._log_request(attempt, attempts, params)
             try:
-                result = await client.chat.completions.create(**_request(params))
-                return (await first_read(result)) if first_read is not None else result
+                if first_read is None:
+                    return _json_body(await client.chat.completions.with_raw_response.create(**_request(params)))
+                return await first_read(await client.chat.completions.with_streaming_response.create(
+                    **_request(params)).__aenter__())
             except Exception as err:  # noqa: BLE001 - decided by _failed
                 outcome = self._failed(err, params, attempt, started)
             if outcome is None:
@@ -444,7 +459,7 @@ class OpenAICompatibleLLM(BaseLLM):
         params = self._params(messages, stops, stream=True, tools=tools)
 
         def first_read(stream_obj: Any) -> tuple[Any, Any, Any]:
-            iterator = iter(stream_obj)
+            iterator = iter_payloads(stream_obj)
             try:
                 first = next(iterator, None)
             except BaseException:
@@ -468,6 +483,7 @@ class OpenAICompatibleLLM(BaseLLM):
         except Exception as err:  # noqa: BLE001 - mid-stream failure: no retry after the first chunk
             self._stream_broke(err)
         finally:
+            iterator.close()
             _close(stream_obj)
         yield state.last(self.endpoint, lambda text, calls: self._estimate(messages, text, calls))
 
@@ -477,10 +493,11 @@ class OpenAICompatibleLLM(BaseLLM):
         params = self._params(messages, stops, stream=True, tools=tools)
 
         async def first_read(stream_obj: Any) -> tuple[Any, Any, Any]:
-            iterator = stream_obj.__aiter__()
+            iterator = aiter_payloads(stream_obj)
             try:
                 first = await anext(iterator, None)
             except BaseException:
+                await iterator.aclose()
                 await _aclose(stream_obj)  # free the connection before a retry
                 raise
             return stream_obj, iterator, first
@@ -502,6 +519,7 @@ class OpenAICompatibleLLM(BaseLLM):
         except Exception as err:  # noqa: BLE001 - mid-stream failure: no retry after the first chunk
             self._stream_broke(err)
         finally:
+            await iterator.aclose()
             await _aclose(stream_obj)
         yield state.last(self.endpoint, lambda text, calls: self._estimate(messages, text, calls))
 
@@ -532,26 +550,6 @@ class OpenAICompatibleLLM(BaseLLM):
             return Usage(0, 0, True)
 
 
-def _request(params: dict[str, Any]) -> dict[str, Any]:
-    """``create()``'s arguments for ``params``: the body goes as ``extra_body`` (the same JSON is sent),
-    so the client does not walk every message through its type transforms (a third of the CPU time of
-    a request with a long conversation)."""
-    body = {k: v for k, v in params.items() if k not in ("model", "stream")}
-    request: dict[str, Any] = {"model": params["model"], "messages": [], "extra_body": body}
-    if params.get("stream"):
-        request["stream"] = True
-    return request
-
-
-def _close(stream_obj: Any) -> None:
-    close = getattr(stream_obj, "close", None)
-    if callable(close):
-        try:
-            close()
-        except Exception:
-            pass
-
-
 async def _held_until_shutdown(client: Any) -> AsyncIterator[None]:
     """Holds an async client: closing this generator (the loop's shutdown does) closes the client."""
     try:
@@ -560,15 +558,4 @@ async def _held_until_shutdown(client: Any) -> AsyncIterator[None]:
         try:
             await client.close()
         except Exception:  # noqa: BLE001 - closing at shutdown
-            pass
-
-
-async def _aclose(stream_obj: Any) -> None:
-    close = getattr(stream_obj, "close", None)
-    if callable(close):
-        try:
-            result = close()
-            if asyncio.iscoroutine(result):
-                await result
-        except Exception:
             pass

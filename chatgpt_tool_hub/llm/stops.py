@@ -43,22 +43,40 @@ class StopCutter:
         self.stop = clean_stop(stop)
         self._buffer = ""
         self.stopped = False
+        self._window = max((len(s) for s in self.stop), default=1) - 1  # the longest tail that may be held
+        self._firsts = frozenset(s[0] for s in self.stop)
 
     def feed(self, piece: str) -> str:
         if self.stopped or not piece:
             return ""
         if not self.stop:
             return piece
-        self._buffer += piece
-        text, hit = cut_at_stop(self._buffer, self.stop)
-        if hit:
+        buffer = self._buffer + piece if self._buffer else piece
+        cut = -1
+        for s in self.stop:
+            i = buffer.find(s)
+            if i != -1 and (cut == -1 or i < cut):
+                cut = i
+        if cut != -1:
             self.stopped = True
             self._buffer = ""
-            return text
-        keep = max((k for s in self.stop for k in range(1, len(s)) if self._buffer.endswith(s[:k])), default=0)
-        cut = len(self._buffer) - keep
-        out, self._buffer = self._buffer[:cut], self._buffer[cut:]
-        return out
+            return buffer[:cut]
+        keep = self._held(buffer)
+        if keep:
+            self._buffer = buffer[-keep:]
+            return buffer[:-keep]
+        self._buffer = ""
+        return buffer
+
+    def _held(self, buffer: str) -> int:
+        """The length of the longest end of ``buffer`` that is the start of a stop string (not all of it)."""
+        tail = buffer[-self._window:] if self._window else ""
+        for i, char in enumerate(tail):
+            if char in self._firsts:
+                end = tail[i:]
+                if any(len(s) > len(end) and s.startswith(end) for s in self.stop):
+                    return len(end)
+        return 0
 
     def flush(self) -> str:
         out, self._buffer = ("" if self.stopped else self._buffer), ""

@@ -133,12 +133,16 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
         chat = parse_request(body, serve.models)
         user = state.user_of(authorization, chat.user)
         state.take_slot()
+        workspace = apps.workspace(user)
+
+        def prepare() -> tuple[list[str], Any]:  # the blocking part, in one trip to a thread
+            workspace.mkdir(parents=True, exist_ok=True)
+            names = prepare_images(chat, workspace, max_bytes=serve.max_body_bytes,
+                                   allow_private=serve.allow_private_images)
+            return names, apps.acquire(user, chat.app_type)
+
         try:
-            workspace = apps.workspace(user)
-            await state.blocking(lambda: workspace.mkdir(parents=True, exist_ok=True))
-            names = await state.blocking(lambda: prepare_images(chat, workspace, max_bytes=serve.max_body_bytes,
-                                                                allow_private=serve.allow_private_images))
-            user_app = await state.blocking(apps.acquire, user, chat.app_type)
+            names, user_app = await state.blocking(prepare)
         except BaseException:
             state.slots.give()
             raise

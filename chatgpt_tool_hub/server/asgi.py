@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-__all__ = ["ApiError", "read_json", "error_response", "Slots", "RunResponse", "sse"]
+__all__ = ["ApiError", "read_json", "error_response", "Slots", "RunResponse", "StreamBody", "sse"]
 
 log = logging.getLogger("chatgpt_tool_hub.server")
 Send = Callable[[dict], Awaitable[None]]
@@ -77,6 +77,59 @@ def sse(payload: Any) -> bytes:
     """One server-sent event: ``data: <json>`` (or ``data: [DONE]``)."""
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     return f"data: {data}\n\n".encode()
+
+
+class StreamBody:
+    """The body of a streamed response, in as few sends as the stream allows: ``write`` queues bytes, and
+    what is queued goes out in one send as soon as the event loop gets to it, that is once the writer waits
+    (for the next tokens). So what a run makes in one go (the tokens of one network read) is one write,
+    and nothing waits longer than that. Past ``limit`` queued bytes ``write`` waits until the client took
+    them. ``close`` sends the rest with the end of the body; ``abort`` drops what is queued."""
+
+    def __init__(self, send: Send, limit: int = 1 << 16):
+        self._send, self._limit = send, limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._task: asyncio.Future | None = None
+        self._sending = False
+
+    async def write(self, data: bytes) -> None:
+        task = self._task
+        if task is not None and task.done():
+            self._task = None
+            if not task.cancelled():
+                task.result()  # a send that failed raises here
+        self._parts.append(data)
+        self._size += len(data)
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._flush())
+        if self._size > self._limit:  # bytes not sent yet, the ones being sent included
+            await asyncio.shield(self._task)  # a writer cancelled meanwhile leaves the send under way alone
+
+    async def _flush(self) -> None:
+        while self._parts:
+            body, self._parts = b"".join(self._parts), []
+            self._sending = True
+            try:
+                await self._send({"type": "http.response.body", "body": body, "more_body": True})
+            finally:
+                self._sending = False
+            self._size -= len(body)  # counted until the client took it
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            if self._sending or task.done():
+                await task  # a send under way finishes first (and one that failed raises)
+            else:
+                task.cancel()  # not started: what it would send goes with the end
+        body, self._parts, self._size = b"".join(self._parts), [], 0
+        await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
+    def abort(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._task, self._parts, self._size = None, [], 0
 
 
 async def _disconnected(receive: Callable[[], Awaitable[dict]]) -> None:

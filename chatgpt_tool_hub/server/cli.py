@@ -11,12 +11,29 @@ by default it is served when Gradio is installed (the ``[web]`` extra).
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from typing import Any, Sequence
 
-__all__ = ["add_serve_command", "cmd_serve", "main"]
+__all__ = ["add_serve_command", "cmd_serve", "main", "collect_less_often"]
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 2
+GC_YOUNG_THRESHOLD = 20_000  # new objects between two collections of the youngest generation (Python: 700)
+
+
+def collect_less_often() -> None:
+    """Raise the youngest generation's collection threshold to ``GC_YOUNG_THRESHOLD``.
+
+    A server makes and drops many small objects per request. With Python's
+    default a collection runs every 700 of them, and with a few hundred requests
+    in flight their objects are often still alive then: they are moved to the
+    older generations, whose collections walk every object the server holds
+    (all its users' apps). At 200 streaming clients that was a sixth of the
+    server's CPU time. Reference cycles are still collected, only in larger
+    batches. A disabled collector (threshold 0) stays disabled."""
+    young, middle, old = gc.get_threshold()
+    if 0 < young < GC_YOUNG_THRESHOLD:
+        gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
 def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -72,6 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
                             timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout_s)), lifespan="on")
     server = uvicorn.Server(config)
+    collect_less_often()  # this command owns its process; an application embedding create_server keeps its own
     server.run()
     return EXIT_OK if server.started else EXIT_ERROR
 
