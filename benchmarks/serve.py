@@ -234,6 +234,14 @@ def bench_aask(args) -> None:
 # ---- serve ----------------------------------------------------------------------------------------
 
 
+ANSWER = REPLY.split("AI: ", 1)[1]
+
+
+def expected_text(model: str) -> str:
+    """What one client must read: the LLM's reply verbatim from a peer, only the answer from tool-hub serve."""
+    return REPLY if model == "scripted" else ANSWER
+
+
 async def _clients(n: int, clients: int, base: str, model: str, key: str, progress=None) -> dict:
     import openai
 
@@ -255,8 +263,8 @@ async def _clients(n: int, clients: int, base: str, model: str, key: str, progre
             async for chunk in stream:
                 if chunk.choices and chunk.choices[0].delta.content:
                     text += chunk.choices[0].delta.content
-            if not text:
-                errors.append("empty answer")
+            if text.strip() != expected_text(model):
+                errors.append(f"wrong answer: {text[:80]!r}")
         except Exception as exc:  # noqa: BLE001 - counted
             errors.append(f"{type(exc).__name__}: {exc}"[:200])
         latencies.append(time.perf_counter() - started)
