@@ -162,3 +162,55 @@ def test_a_server_path_a_client_names_as_an_upload_is_refused_and_never_copied(t
     assert llm.calls == 0
     copies = [p for p in Path(get_upload_folder()).rglob(secret.name) if p.stat().st_mtime >= started - 1]
     assert copies == []
+
+
+def _page_blocks(app):
+    return next(route.app.get_blocks() for route in app.routes if hasattr(getattr(route, "app", None), "get_blocks"))
+
+
+def test_uploads_and_shown_copies_are_swept_by_age_and_gone_when_the_server_stops(tmp_path):
+    from pathlib import Path
+
+    from gradio.route_utils import delete_files_created_by_app
+
+    made = tmp_path / "users" / "made.png"
+    made.parent.mkdir(parents=True)
+    made.write_bytes(b"\x89PNG made by a tool")
+    app = server(tmp_path, web=True, session_ttl_s=120)
+    users = app.state.tool_hub_web
+    with TestClient(app) as client:
+        blocks = _page_blocks(app)
+        assert blocks.delete_cache == (120, 120)  # the cache lives as long as an idle user's app
+        uploaded = Path(client.post("/gradio_api/upload", files={"files": ("a.txt", b"x")}).json()[0])
+        copy = users._shown(made)
+        assert uploaded.is_file() and copy.is_file() and copy.is_relative_to(users.outbox)
+        delete_files_created_by_app(blocks, age=3600)  # a sweep keeps what is younger than the age
+        assert uploaded.is_file() and copy.is_file()
+        old = users._shown(tmp_path / "users" / "made.png")
+        assert old == copy
+        delete_files_created_by_app(blocks, age=0)  # ... and deletes the rest, copies of shown files too
+        assert not uploaded.exists() and not copy.exists()
+        again = users._shown(made)  # shown again later: copied again
+        assert again.is_file()
+    assert not again.exists() and not users.outbox.exists()  # the server stopped: nothing of it is left
+    assert made.is_file()  # the workspace file itself is never touched
+
+
+def test_cache_lifetime_follows_the_session_ttl():
+    from chatgpt_tool_hub.web.page import cache_lifetime
+
+    assert cache_lifetime(3600) == (3600, 3600)
+    assert cache_lifetime(7200) == (3600, 7200)  # swept hourly at most
+    assert cache_lifetime(0) == (3600, 86400)  # users never forgotten: a day
+    assert cache_lifetime(5) == (60, 60)
+
+
+def test_the_set_of_shown_copies_may_grow_while_it_is_swept():
+    from chatgpt_tool_hub.web.users import FileSet
+
+    files = FileSet()
+    files.add("a")
+    for name in files:  # what Gradio's sweep does in its thread while a run shows a file in another
+        files.add(name + "b")
+    files -= {"a"}
+    assert set(files) == {"ab"} and isinstance(files, FileSet)

@@ -9,6 +9,10 @@ rendering; the theme's fonts are served by the page itself.
 from __future__ import annotations
 
 import hmac
+import os
+import shutil
+import uuid
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +79,8 @@ def build_page(users: WebUsers) -> gr.Blocks:
 
     idle = gr.MultimodalTextbox(submit_btn=True, stop_btn=False)  # the box's update once a question ended
 
-    with gr.Blocks(title="tool-hub", analytics_enabled=False, fill_height=True) as page:
+    with gr.Blocks(title="tool-hub", analytics_enabled=False, fill_height=True,
+                   delete_cache=cache_lifetime(users.state.settings.user_ttl_s)) as page:
         with gr.Row(equal_height=False):
             with gr.Column(scale=4):
                 chat = gr.Chatbot(elem_id="tool-hub-chat", label="tool-hub", height="70vh", buttons=["copy_all"],
@@ -142,6 +147,15 @@ def build_page(users: WebUsers) -> gr.Blocks:
     return page
 
 
+def cache_lifetime(ttl_s: float) -> tuple[int, int]:
+    """Gradio's ``delete_cache`` (every ``frequency`` seconds, files older than ``age`` go): uploads and the
+    copies of shown files live as long as an idle user's app (``session_ttl_s``; a day when that is 0),
+    swept every hour at most; all of them go when the server stops."""
+    age = int(ttl_s) if ttl_s and ttl_s > 0 else 86400
+    age = max(age, 60)
+    return min(age, 3600), age
+
+
 def _key_check(keys: tuple[str, ...]):
     def check(_username: str, password: str) -> bool:
         return any(hmac.compare_digest(str(password).encode(), key.encode()) for key in keys)
@@ -154,8 +168,10 @@ def mount(app: Any, state: Any) -> Any:
     from gradio.utils import get_upload_folder
 
     upload_root = Path(get_upload_folder())
-    users = WebUsers(state, upload_root=upload_root, outbox=upload_root / "tool-hub-web")
+    outbox = upload_root / "tool-hub-web" / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # this process's copies
+    users = WebUsers(state, upload_root=upload_root, outbox=outbox)
     page = build_page(users)
+    page.temp_file_sets.append(users.copies)
     keys = state.settings.api_keys
     auth = _key_check(keys) if keys else None
     gr.mount_gradio_app(app, page, path="/", auth=auth, footer_links=[], run_history=False, ssr_mode=False,
@@ -168,5 +184,21 @@ def mount(app: Any, state: Any) -> Any:
     # folder, the temp folder and its cache) once it was launched; mount_gradio_app never sets that flag, so
     # a client could name any file on the server as an "upload". The page is served: the checks are on.
     page.has_launched = True
+    _remove_on_stop(app, outbox)
     app.state.tool_hub_web = users
     return app
+
+
+def _remove_on_stop(app: Any, folder: Path) -> None:
+    """When ``app`` stops (after Gradio deleted the files it made), ``folder`` goes too."""
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(target: Any):
+        try:
+            async with inner(target) as state:
+                yield state
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    app.router.lifespan_context = lifespan

@@ -80,6 +80,28 @@ def _run_error(exc: BaseException) -> str:
     return f"the run failed: {type(exc).__name__}: {exc}"
 
 
+class FileSet(set):
+    """A set of file paths that threads may add to while another thread goes through it: Gradio's cache
+    sweep iterates its sets of files in a worker thread; here it iterates a snapshot."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def add(self, item: str) -> None:
+        with self._lock:
+            super().add(item)
+
+    def __iter__(self):
+        with self._lock:
+            return iter(list(set.__iter__(self)))
+
+    def __isub__(self, other: Any) -> "FileSet":
+        with self._lock:
+            set.difference_update(self, other)
+        return self
+
+
 class WebUsers:
     """The tabs of one server (``state``: its :class:`~chatgpt_tool_hub.server.app.ServerState`)."""
 
@@ -88,6 +110,7 @@ class WebUsers:
         self.state = state
         self.upload_root = upload_root.resolve() if upload_root is not None else None
         self.outbox = outbox  # where files to show are copied (the page's file cache); None: shown in place
+        self.copies = FileSet()  # the copies in the outbox (the page's cache sweep deletes the old ones)
         self.max_tabs = max_tabs if max_tabs is not None else max(1, 2 * state.settings.max_users)
         self._tabs: OrderedDict[str, WebUser] = OrderedDict()
         self._lock = threading.Lock()
@@ -259,6 +282,7 @@ class WebUsers:
             staging = target.with_name(f".{target.name}.{threading.get_ident()}")
             shutil.copyfile(path, staging)
             os.replace(staging, target)
+        self.copies.add(str(target))
         return target
 
     async def ask(self, tab: WebUser, model: str, text: str, files: Sequence[str] = (), *,
