@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from ..errors import ConfigError, ModelFeedbackError, ToolExecutionError, UserError
+from ..loadlock import CALL_GATE
 from ..tools.base import Tool
 from . import files
 from .devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool_key
@@ -170,7 +171,7 @@ class ExpertTool(Tool):
             key = self.model_key
             model = self._guarded(self.load)
             try:
-                with self.manager.call_lock(key):
+                with self.manager.call_lock(key), CALL_GATE.calling():  # never beside a dtype-switching load
                     result = self._guarded(self.call_local, model, **inputs)
             finally:
                 evicted = not self.manager.holds(key, model)

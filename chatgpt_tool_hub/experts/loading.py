@@ -20,6 +20,7 @@ one) raises a ``ToolExecutionError`` and is never cached (``meta_tensors``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from importlib import import_module
 from typing import Any, Callable, Iterable
 
 from ..errors import ToolExecutionError, UserError
+from ..loadlock import CALL_GATE
 from . import progress
 from .manager import meta_error
 
@@ -163,8 +165,11 @@ def load_with(build: Callable[[str, dict[str, Any]], Any], source: str, *, devic
         args["token"] = token
     label = f"{source} for {tool} on {device}"
 
+    switches = args["dtype"] != torch.get_default_dtype()  # e.g. float16 on CUDA: built with that default
+
     def built(location: str) -> Any:
-        value = build(location, args)
+        with CALL_GATE.switching(label) if switches else contextlib.nullcontext():
+            value = build(location, args)
         error = meta_error(value, f"model {source!r} for {tool}", setting)
         if error:
             raise ToolExecutionError(error)

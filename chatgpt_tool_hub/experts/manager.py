@@ -49,7 +49,7 @@ from typing import Any, Callable, Hashable, Mapping
 
 from ..config import coerce_as, get_typed
 from ..errors import ConfigError, ToolExecutionError
-from ..loadlock import PROCESS_LOAD_LOCK, ProcessLoadLock
+from ..loadlock import CALL_GATE, PROCESS_LOAD_LOCK, ProcessLoadLock
 
 __all__ = ["ModelManager", "default_manager", "model_bytes", "manager_for", "configured_budget", "load_lock",
            "torch_modules", "meta_tensors", "meta_error"]
@@ -114,8 +114,9 @@ class ModelManager:
                 return entry.value
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         # a load inside a load (this thread holds the process lock) skips the key lock: the thread that may
-        # hold it waits for the process lock, and finds the model cached once it gets it
-        with contextlib.nullcontext() if _LOAD_LOCK.held() else key_lock:
+        # hold it waits for the process lock, and finds the model cached once it gets it. A load asked for
+        # inside a model call gives up the call's share of CALL_GATE while it waits and loads.
+        with CALL_GATE.suspended(), contextlib.nullcontext() if _LOAD_LOCK.held() else key_lock:
             with self._lock:
                 entry = self._touch(key)
                 if entry is not None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from contextlib import nullcontext
 from typing import Any, Iterator, Sequence
 
 from ..errors import LLMError, UserError
-from ..loadlock import PROCESS_LOAD_LOCK
+from ..loadlock import CALL_GATE, PROCESS_LOAD_LOCK
 from .base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
 from .stops import StopCutter, cut_at_stop
 
@@ -135,11 +136,14 @@ class LocalLLM(BaseLLM):
         model_kwargs: dict[str, Any] = {"dtype" if major >= 5 else "torch_dtype": dtype}
 
         def load(local_only: bool) -> tuple[Any, Any]:
-            with PROCESS_LOAD_LOCK.hold(f"the local LLM {self.source}"):  # never beside another model's load
+            label = f"the local LLM {self.source}"
+            with PROCESS_LOAD_LOCK.hold(label):  # never beside another model's load
                 tok = transformers.AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-                mdl = transformers.AutoModelForCausalLM.from_pretrained(
-                    source, local_files_only=local_only, **model_kwargs
-                )
+                # "auto" may build it in half precision: no model call runs meanwhile (CALL_GATE)
+                with CALL_GATE.switching(label) if dtype != torch.get_default_dtype() else nullcontext():
+                    mdl = transformers.AutoModelForCausalLM.from_pretrained(
+                        source, local_files_only=local_only, **model_kwargs
+                    )
             return tok, mdl
 
         try:
@@ -227,7 +231,7 @@ class LocalLLM(BaseLLM):
         torch, _ = _import_backend()
         model, tokenizer = self._ensure_loaded()
         try:
-            with self._generate_lock, torch.inference_mode():
+            with self._generate_lock, CALL_GATE.calling(), torch.inference_mode():
                 inputs = self._encode(messages)
                 prompt_len = inputs["input_ids"].shape[-1]
                 output = model.generate(**self._gen_kwargs(inputs, stops, threading.Event()))
@@ -257,7 +261,7 @@ class LocalLLM(BaseLLM):
 
         def run() -> None:
             try:
-                with self._generate_lock, torch.inference_mode():
+                with self._generate_lock, CALL_GATE.calling(), torch.inference_mode():
                     inputs = self._encode(messages)
                     result["prompt_len"] = inputs["input_ids"].shape[-1]
                     kwargs = self._gen_kwargs(inputs, stops, cancel)

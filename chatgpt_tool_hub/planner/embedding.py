@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import ConfigError
-from ..loadlock import PROCESS_LOAD_LOCK
+from ..loadlock import CALL_GATE, PROCESS_LOAD_LOCK
 
 __all__ = ["EMBEDDING_PACKAGE", "INSTALL_HINT", "embedding_model_path", "Embedder"]
 
@@ -54,7 +54,7 @@ class Embedder:
 
     def _model(self):
         key = str(self.path)
-        with _LOCK:
+        with CALL_GATE.suspended(), _LOCK:  # a call that waits here for a load does not hold the load up
             if key not in _LOADED:
                 from transformers import AutoModel, AutoTokenizer
 
@@ -70,7 +70,7 @@ class Embedder:
 
         tokenizer, model = self._model()
         batch = tokenizer(list(texts), padding=True, truncation=True, max_length=256, return_tensors="pt")
-        with torch.no_grad():
+        with CALL_GATE.calling(), torch.no_grad():
             hidden = model(**batch).last_hidden_state
         mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
