@@ -148,6 +148,38 @@ def test_unsafe_values_are_not_coerced(given):
         pick.run(given)
 
 
+def test_plain_text_for_a_lone_number_is_coerced_like_a_json_value():
+    @tool(name="count")
+    def count(number: int) -> str:
+        return f"n={number!r}"
+
+    assert count.run("5.0") == 'n=5\n[input adjusted: number: "5.0" -> 5]'
+    assert count.run('"5"') == 'n=5\n[input adjusted: number: "5" -> 5]'  # a JSON string literal
+    for refused in ("5.5", '"x"', "1e400"):
+        with pytest.raises(ToolInputError):
+            count.run(refused)
+
+    @tool(name="echo")
+    def echo(text: str) -> str:
+        return text
+
+    assert echo.run('"quoted"') == '"quoted"'  # text stays as written
+
+
+def test_null_is_omitted_only_where_the_schema_does_not_take_null():
+    @tool(name="measure", parameters={"type": "object", "required": ["a"], "properties": {
+        "a": {"type": "integer"},
+        "unit": {"type": "string", "enum": ["cm", "m"], "default": "cm"},
+        "mode": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": "fast"},
+        "kind": {"enum": ["x", None]},
+        "free": {}}})
+    def measure(a, unit="cm", mode="fast", kind="x", free="unset"):
+        return f"{unit} {mode} {kind} {free}"
+
+    assert measure.run({"a": 1, "unit": None}) == "cm fast x unset\n[input adjusted: unit: null -> omitted]"
+    assert measure.run({"a": 1, "mode": None, "kind": None, "free": None}) == "cm None None None"
+
+
 def test_truncated_native_arguments_are_an_error_not_a_string_value():
     @tool(name="say")
     def say(text: str) -> str:
@@ -280,6 +312,24 @@ def test_a_long_tool_list_is_shortened_to_its_token_budget_without_dropping_tool
     short = tool_block(tools, 3000)
     assert count_tokens(full) > 3000 >= count_tokens(short)
     assert all(f"> t{i}:" in short for i in range(40))
+
+
+def test_every_tool_line_is_bounded_whatever_its_schema_and_the_example_keeps_the_required_names():
+    from chatgpt_tool_hub.engine.prompts import tool_line
+    from chatgpt_tool_hub.llm.tokens import count_tokens
+
+    wide = {"type": "object", "properties": {f"sub{k}": {"type": "string"} for k in range(20)}}
+    big = tool(name="big", description="d", parameters={
+        "type": "object", "required": ["param_7"],
+        "properties": {f"param_{j}": wide for j in range(200)}})(lambda **kwargs: "ok")
+    line = tool_line(big)
+    assert len(line) < 1200 and '{"param_7": {}} (+199 more parameters)' in line
+    block = tool_block([big] * 30, 3000)
+    assert count_tokens(block) <= 3000 and block.count("> big:") == 30
+    small = tool(name="small", description="d", parameters={
+        "type": "object", "properties": {"a": wide}})(lambda **kwargs: "ok")
+    assert small.example_input(400).startswith('{"a": {"sub0": "..."')  # fits: shown whole
+    assert small.example_input(40) == '{"a": {}}'  # flattened first
 
 
 # ---- the quick metaschema check agrees with jsonschema's ------------------------------------------------

@@ -78,16 +78,18 @@ def detect_language(text: str, setting: str = "auto") -> str:
 _LINES: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 _LINES_LOCK = threading.Lock()
 # how far a tool's line may be shortened, step by step, to fit the budget: (description, parameters)
-_STEPS = ((600, 400), (300, 240), (160, 120), (100, 0), (60, 0))
+# (description, parameter details, example input) characters per tool, longest first: the last is every
+# tool line's bound, whatever its schema
+_STEPS = ((600, 400, 400), (300, 240, 300), (160, 120, 200), (100, 0, 160), (60, 0, 100))
 
 
-def tool_line(tool: Any, description_chars: int = 600, parameter_chars: int = 400) -> str:
+def tool_line(tool: Any, description_chars: int = 600, parameter_chars: int = 400, example_chars: int = 400) -> str:
     """``> name: description Input: a JSON object like {...} (param: type, required - ...; ...)``."""
-    return _cached(tool, description_chars, parameter_chars)[0]
+    return _cached(tool, description_chars, parameter_chars, example_chars)[0]
 
 
-def _cached(tool: Any, description_chars: int, parameter_chars: int) -> tuple[str, int]:
-    key = (description_chars, parameter_chars, tool.description, id(tool.parameters))
+def _cached(tool: Any, description_chars: int, parameter_chars: int, example_chars: int) -> tuple[str, int]:
+    key = (description_chars, parameter_chars, example_chars, tool.description, id(tool.parameters))
     try:
         with _LINES_LOCK:
             found = _LINES.get(tool, {}).get(key)
@@ -100,7 +102,7 @@ def _cached(tool: Any, description_chars: int, parameter_chars: int) -> tuple[st
     description = " ".join((tool.description or "").split())
     if len(description) > description_chars:
         description = description[: max(0, description_chars - 3)].rstrip() + "..."
-    line = f"> {tool.name}: {description}" + _input_hint(tool, parameter_chars)
+    line = f"> {tool.name}: {description}" + _input_hint(tool, parameter_chars, example_chars)
     found = (line, count_tokens(line))
     try:
         with _LINES_LOCK:
@@ -110,16 +112,24 @@ def _cached(tool: Any, description_chars: int, parameter_chars: int) -> tuple[st
     return found
 
 
-def _input_hint(tool: Any, parameter_chars: int) -> str:
+def _input_hint(tool: Any, parameter_chars: int, example_chars: int) -> str:
     if tool.parameters is None:
         return ""
     single = tool.single_parameter
     schema = tool.parameter_schema
     if single and "string" in _types_of(schema.properties.get(single)) and len(schema.required) <= 1:
         return ""  # one text parameter: the input is plain text
-    hint = f" Input: a JSON object like {tool.example_input()}"
+    hint = f" Input: a JSON object like {_example(tool, example_chars)}"
     details = tool.describe_parameters(parameter_chars) if parameter_chars > 0 else ""
     return f"{hint} ({details})" if details else hint
+
+
+def _example(tool: Any, max_chars: int) -> str:
+    try:
+        return tool.example_input(max_chars)
+    except TypeError:  # a subclass that overrides example_input() without the bound
+        text = tool.example_input()
+        return text if len(text) <= max_chars else text[: max(0, max_chars - 3)] + "..."
 
 
 def _types_of(node: Any) -> set:
@@ -130,8 +140,8 @@ def _types_of(node: Any) -> set:
 def tool_block(tools: Sequence[Any], max_tokens: int = 3000) -> str:
     """The prompt's tool list: every tool's line, shortened step by step (descriptions, then parameter
     details) until the whole block fits ``max_tokens`` (0: no limit); tools are never left out."""
-    for description_chars, parameter_chars in _STEPS:
-        lines = [_cached(t, description_chars, parameter_chars) for t in tools]
+    for step in _STEPS:
+        lines = [_cached(t, *step) for t in tools]
         if max_tokens <= 0 or sum(tokens for _, tokens in lines) <= max_tokens:
             break
     return "\n".join(line for line, _ in lines)

@@ -218,7 +218,7 @@ class Tool:
                                        or "string" not in schema_types(schema.properties.get(single))):
                 arguments = parsed
             elif single:
-                arguments = {single: text}
+                arguments = {single: _plain_value(text, schema_types(schema.properties.get(single)))}
             else:
                 raise ToolInputError(
                     f"Tool '{self.name}' expects a JSON object with the keys "
@@ -233,9 +233,10 @@ class Tool:
             return {"text": "text"}
         return {p: (p if p in _RESOURCE_KINDS else "text") for p in (self.parameters.get("properties") or {})}
 
-    def example_input(self) -> str:
+    def example_input(self, max_chars: int = 0) -> str:
+        """A JSON input the tool takes (at most ``max_chars`` long; 0: whole)."""
         schema = self.parameter_schema
-        return schema.example() if schema is not None else '"..."'
+        return schema.example(max_chars) if schema is not None else '"..."'
 
     def describe_parameters(self, max_chars: int = 400) -> str:
         """The parameters in one compact line (names, types, required, enums, defaults, descriptions)."""
@@ -331,6 +332,20 @@ def schema_from_function(func: Callable[..., Any]) -> tuple[dict, str]:
     """JSON schema of ``func``'s parameters and its description, from signature and docstring."""
     signature = signature_of(func)
     return signature.schema, signature.description
+
+
+def _plain_value(text: str, kinds: set[str]) -> Any:
+    """Plain text for a tool's only parameter: a JSON string literal (``"5"``) is its text when the
+    parameter is not text itself, so the schema's coercions see ``5`` rather than the quotes."""
+    stripped = text.strip()
+    if "string" not in kinds and len(stripped) >= 2 and stripped[0] == stripped[-1] == '"':
+        try:
+            inner = json.loads(stripped)
+        except ValueError:
+            return text
+        if isinstance(inner, str):
+            return inner
+    return text
 
 
 def _as_text(tool_input: Any) -> str:

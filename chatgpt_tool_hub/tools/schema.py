@@ -311,7 +311,7 @@ class ParameterSchema:
             if not isinstance(prop, dict):
                 continue
             kinds = _types(prop)
-            if value is None and "null" not in kinds and name not in self.required and "enum" not in prop:
+            if value is None and name not in self.required and not _accepts_null(prop):
                 out.pop(name)
                 notes.append(f"{name}: null -> omitted")
                 continue
@@ -323,8 +323,26 @@ class ParameterSchema:
                 notes.append(f"{name}: {_shown(value)} -> {_shown(fixed)}")
         return out, notes
 
-    def example(self) -> str:
-        return json.dumps({k: _sample(v) for k, v in self.properties.items()}, ensure_ascii=False)
+    def example(self, max_chars: int = 0) -> str:
+        """A JSON object the tool takes, at most ``max_chars`` long (0: whole): nested shapes are flattened
+        first, then only the required parameters are shown, then as many of them as fit, and what is left
+        out is counted after the object."""
+        full = json.dumps({k: _sample(v) for k, v in self.properties.items()}, ensure_ascii=False)
+        if max_chars <= 0 or len(full) <= max_chars:
+            return full
+        flat = {k: _sample(v, 2) for k, v in self.properties.items()}
+        text = json.dumps(flat, ensure_ascii=False)
+        if len(text) <= max_chars:
+            return text
+        shown: dict[str, Any] = {}
+        names = [k for k in flat if k in self.required] or list(flat)[:1]
+        for name in names:
+            if shown and len(json.dumps({**shown, name: flat[name]}, ensure_ascii=False)) > max_chars:
+                break
+            shown[name] = flat[name]
+        left = len(flat) - len(shown)
+        text = json.dumps(shown, ensure_ascii=False)
+        return f"{text} (+{left} more parameter{'s' if left != 1 else ''})" if left else text
 
     def _accepted(self) -> str:
         names = [f"{k} (required)" if k in self.required else k for k in self.properties]
@@ -403,6 +421,20 @@ def _fast_value(prop: Any, allow_items: bool) -> Any:
     return check
 
 
+def _accepts_null(prop: dict, depth: int = 0) -> bool:
+    """Whether a property's schema takes ``null`` as a value (then a null is passed on, not omitted): a
+    ``null`` type, ``null`` among its enum values or const, a branch of anyOf / oneOf that takes it, or no
+    constraint on the type at all."""
+    if "null" in _types(prop) or ("enum" in prop and None in (prop["enum"] or ())):
+        return True
+    if "const" in prop:
+        return prop["const"] is None
+    branches = [b for key in ("anyOf", "oneOf") for b in (prop.get(key) or ()) if isinstance(b, dict)]
+    if branches:
+        return depth < 8 and any(_accepts_null(b, depth + 1) for b in branches)
+    return not _types(prop) and "enum" not in prop and "$ref" not in prop and "allOf" not in prop
+
+
 def _fits(value: Any, kinds: set[str]) -> bool:
     for kind in kinds:
         if kind == "string" and isinstance(value, str) or kind == "null" and value is None:
@@ -427,6 +459,13 @@ def _convert(value: Any, kinds: set[str]) -> Any:
                 return int(value)
             if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
                 return int(value.strip())
+            if isinstance(value, str):  # "5.0": an integral number written as text
+                try:
+                    number = float(value.strip())
+                except ValueError:
+                    continue
+                if math.isfinite(number) and number.is_integer() and abs(number) < 2**53:
+                    return int(number)
         elif kind == "number" and isinstance(value, str):
             try:
                 number = float(value.strip())
