@@ -319,7 +319,11 @@ def _parse_action(doc: _Doc, i: int, names: list[str]) -> Action | Finish:
         if doc.markers[j].kind in ("action", "final"):
             break
         if doc.markers[j].kind == "input":
-            return _result(tool, _clean_input(doc.section(j)), thought, doc.log(j), names)
+            given = _clean_input(doc.section(j))
+            call = None if _registered(tool, names) else _call_style(head, names)
+            if call is not None:  # "Action: f(x=1)" and an "Action Input:" too: f, with the input given
+                return _result(call[0], given if given != "" else call[1], thought, doc.log(j), names)
+            return _result(tool, given, thought, doc.log(j), names)
     inline = _INLINE_INPUT_RE.search(body, 0, len(head))  # "Action: search, Action Input: x"
     if inline and inline.start() > 0 and body[inline.start() - 1] in " \t,;|\u00a0":
         tool_text = body[: inline.start()].rstrip(" \t,;|\u00a0")
@@ -549,8 +553,9 @@ def _keyword_arguments(inner: str) -> dict | None:
         return None
     if not isinstance(call, ast.Call) or call.args or not call.keywords or any(k.arg is None for k in call.keywords):
         return None
-    try:
-        return {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    try:  # a bare word (city=Paris) is that word as text
+        return {k.arg: k.value.id if isinstance(k.value, ast.Name) else ast.literal_eval(k.value)
+                for k in call.keywords}
     except _LITERAL_ERRORS:
         return None
 
