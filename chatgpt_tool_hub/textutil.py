@@ -9,19 +9,21 @@ from functools import lru_cache
 __all__ = ["strip_control", "clip_text", "decode_text", "text_codec", "content_type", "TEXT_CODECS"]
 
 # ANSI/VT escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte escapes), 8-bit CSI,
-# every other C0/C1 control character except tab and newline, and bidi overrides.
+# every other C0/C1 control character except tab and newline, bidi overrides, isolates and marks, and the
+# invisible characters (zero-width space / joiners, word joiner, invisible operators, BOM, soft hyphen,
+# Mongolian vowel separator) that could hide text or split a secret so that it is not recognised.
 _CONTROL = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
     r"|\x1b[ -/]*[0-~]"
     r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
 )
 
 
 def strip_control(text: str) -> str:
-    """``text`` without colours, cursor moves, titles, bidi overrides and other control characters.
+    """``text`` without colours, cursor moves, titles, bidi controls, zero-width and other control characters.
 
     ``\\r\\n`` becomes ``\\n`` and a lone ``\\r`` (progress bars) a newline, so
     the LLM gets plain text and a terminal that shows the text cannot be

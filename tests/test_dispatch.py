@@ -5,6 +5,7 @@ every event, prompt and result."""
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -28,11 +29,13 @@ FORMS = {
     "json": json.dumps(SECRET)[1:-1],
 }
 ESC = "\x1b[2K\x1b[1G"
+INVISIBLE = "\u200b\u200c\u200d\u200e\u200f\u2060\ufeff\u061c\xad"  # zero-width, marks, BOM, soft hyphen
 
 
 def leak_text() -> str:
     """What a careless tool returns: the key in every spelling, and terminal escapes."""
-    return " | ".join(f"{name}={form}" for name, form in FORMS.items()) + f" {ESC}done\u202e"
+    split = " ".join(SECRET[:6] + mark + SECRET[6:] for mark in INVISIBLE)  # the key split by invisible marks
+    return " | ".join(f"{name}={form}" for name, form in FORMS.items()) + f" {ESC}done\u202e {split}"
 
 
 @tool(name="leaky", description="Returns what it saw.")
@@ -50,6 +53,7 @@ def assert_clean(text: str, where: str) -> None:
     for name, form in FORMS.items():
         assert form not in text and form.lower() not in low, f"{where}: the {name} form of the key leaked"
     assert "\x1b" not in text and "\u202e" not in text, f"{where}: control characters passed"
+    assert not set(INVISIBLE) & set(text), f"{where}: invisible characters passed (a key split by them leaks)"
 
 
 def everything(events) -> str:
@@ -122,7 +126,9 @@ def test_dispatch_does_the_same_for_any_caller():
     assert [type(e) for e in events] == [ActionEvent, ObservationEvent]
     assert_clean(outcome.text, "outcome text")
     assert outcome.observation.startswith(outcome.text[:33]) and outcome.observation.endswith(outcome.text[-17:])
-    assert "[24 characters omitted]" in outcome.observation
+    omitted = re.search(r"\.\.\. \[(\d+) characters omitted\] \.\.\.", outcome.observation)
+    kept = outcome.observation.replace(omitted.group(0), "").replace("\n", "")
+    assert int(omitted.group(1)) == len(outcome.text) - len(kept)
     assert events[1].observation == outcome.observation
 
 
