@@ -232,6 +232,8 @@ class DiffusionTool(ExpertTool):
 
     def _set_base(self, base_model: Any) -> None:
         text = str(base_model or "").strip()
+        if text == DEFAULT_BASE:  # the default, as every app passes it: a base the model folder carries wins
+            text = ""
         self.base_configured = bool(text)
         if not text and not self.runs_on_base:  # a model folder that carries its own base (tiny test models)
             bundled = os.path.join(os.path.expanduser(self.model), "base")

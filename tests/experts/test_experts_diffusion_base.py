@@ -395,3 +395,21 @@ def test_the_docs_runnable_blocks_run(tmp_path):
         out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                              env=env)
         assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_a_controlnet_folder_with_its_own_base_uses_it_inside_an_app(tmp_path):
+    """An app passes every setting, diffusion_base_model's default included: a ControlNet folder that
+    carries its base (the tiny BUILDERS models) still runs on that base, with nothing looked up online."""
+    from chatgpt_tool_hub.apps import AppFactory
+    from chatgpt_tool_hub.experts.tiny import BUILDERS
+    from chatgpt_tool_hub.testing import ScriptedLLM
+
+    folder = BUILDERS["canny-to-image"](tmp_path / "canny")
+    app = AppFactory().create_app(tools_list=["canny-to-image"], llm=ScriptedLLM([]), no_default=True,
+                                  workspace_dir=str(tmp_path / "ws"), canny_to_image_model=str(folder))
+    tool = next(t for t in app.tools if t.name == "canny-to-image")
+    assert tool.base_model == str(Path(folder) / "base")
+    chosen = AppFactory().create_app(tools_list=["canny-to-image"], llm=ScriptedLLM([]), no_default=True,
+                                     workspace_dir=str(tmp_path / "ws"), canny_to_image_model=str(folder),
+                                     diffusion_base_model=str(tmp_path / "my-base"))
+    assert next(t for t in chosen.tools if t.name == "canny-to-image").base_model == str(tmp_path / "my-base")
