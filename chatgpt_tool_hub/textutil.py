@@ -6,7 +6,7 @@ import codecs
 import re
 from functools import lru_cache
 
-__all__ = ["strip_control", "clip_text", "decode_text", "text_codec", "content_type", "TEXT_CODECS"]
+__all__ = ["strip_control", "repair_surrogates", "has_surrogates", "clip_text", "decode_text", "text_codec", "content_type", "TEXT_CODECS"]
 
 # ANSI/VT escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte escapes), 8-bit CSI,
 # every other C0/C1 control character except tab and newline, bidi overrides, isolates and marks, and the
@@ -20,6 +20,22 @@ _CONTROL = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
 )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_surrogates(text: str) -> bool:
+    """Whether ``text`` holds UTF-16 surrogates (it cannot be encoded as UTF-8 as it is)."""
+    return _SURROGATE.search(text) is not None
+
+
+def repair_surrogates(text: str) -> str:
+    """``text`` as valid Unicode: a surrogate pair becomes its character, a lone surrogate (from a file
+    read with ``surrogateescape``, a bad JSON escape) becomes U+FFFD."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def strip_control(text: str) -> str:

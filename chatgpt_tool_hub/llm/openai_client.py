@@ -45,6 +45,7 @@ from .openai_parts import (OPENAI_BASE_URL, StreamState, _aclose, _as_dict, _Att
 from .http_pools import pooled_async_client
 from .openai_stream import aiter_payloads, iter_payloads
 from .stops import clean_stop, cut_at_stop
+from ..textutil import has_surrogates, repair_surrogates
 from . import tokens
 
 __all__ = ["OpenAICompatibleLLM", "MAX_STOP_SEQUENCES", "parse_retry_after"]
@@ -223,7 +224,7 @@ class OpenAICompatibleLLM(BaseLLM):
 
     def _params(self, messages: Sequence[Message], stop: list[str], stream: bool,
                 tools: Sequence[dict] | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self.model_name, "messages": list(messages)}
+        params: dict[str, Any] = {"model": self.model_name, "messages": _encodable(messages)}
         if tools:
             params["tools"] = list(tools)
             if "tool_choice" not in self._unsupported:
@@ -559,3 +560,19 @@ async def _held_until_shutdown(client: Any) -> AsyncIterator[None]:
             await client.close()
         except Exception:  # noqa: BLE001 - closing at shutdown
             pass
+
+
+def _encodable(messages: Sequence[Message]) -> list[Message]:
+    """The messages as sent: text with a lone surrogate (a question or an observation read from bytes
+    that were not UTF-8) repaired to U+FFFD, since the request body is UTF-8 and would not encode."""
+    out = list(messages)
+    for i, message in enumerate(out):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str) and has_surrogates(content):
+            out[i] = {**message, "content": repair_surrogates(content)}
+        elif isinstance(content, list) and any(isinstance(p, Mapping) and isinstance(p.get("text"), str)
+                                               and has_surrogates(p["text"]) for p in content):
+            parts = [{**p, "text": repair_surrogates(p["text"])} if isinstance(p, Mapping)
+                     and isinstance(p.get("text"), str) else p for p in content]
+            out[i] = {**message, "content": parts}
+    return out
