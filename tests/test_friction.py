@@ -258,6 +258,30 @@ def test_usage_errors_exit_2_and_never_raise(argv, capsys, monkeypatch):
     assert capsys.readouterr().err.strip()
 
 
+def test_unknown_names_show_invisible_characters_and_still_find_the_tool(server_env, capsys):
+    assert cli.main(["run", "py\u200bthon", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown tool 'py\\u200bthon'; did you mean 'python'?" in err and "\u200b" not in err
+    from chatgpt_tool_hub.apps import AppFactory
+    from chatgpt_tool_hub.errors import ConfigError
+    from chatgpt_tool_hub.testing import ScriptedLLM
+
+    with pytest.raises(ConfigError, match="'ｐｙｔｈｏｎ': did you mean 'python'\\?"):  # full-width letters
+        AppFactory().create_app(tools_list=["ｐｙｔｈｏｎ"], llm=ScriptedLLM([]), no_default=True)
+
+
+@pytest.mark.parametrize("name", ["  ", " padded", "a\u200bb", "bell\x07"])
+def test_a_tool_name_the_model_cannot_write_is_refused(name):
+    from chatgpt_tool_hub.apps import AppFactory
+    from chatgpt_tool_hub.errors import ConfigError
+    from chatgpt_tool_hub.testing import ScriptedLLM
+    from chatgpt_tool_hub.tools import tool
+
+    made = tool(name=name, description="d")(lambda text: "x")
+    with pytest.raises(ConfigError, match="a name the model cannot call"):
+        AppFactory().create_app(tools_list=[made], llm=ScriptedLLM([]), no_default=True)
+
+
 def test_did_you_mean_for_unknown_tools(server_env, capsys):
     assert cli.main(["run", "pyhton", "print(1)"]) == 2
     err = capsys.readouterr().err

@@ -24,10 +24,11 @@ from ..errors import ConfigError
 from ..llm.base import LLM
 from ..llm.build import NO_LLM_HELP, build_llm
 from ..redact import Redactor
+from ..textutil import strip_control
 from ..tools.base import Tool
 from ..tools.builtin._workspace import DEFER_CREATION
 from ..tools.context import AppContext
-from ..tools.registry import ToolRegistry
+from ..tools.registry import ToolRegistry, close_names
 from .app import App
 from .context import build_context
 from .files import announce_file
@@ -155,9 +156,12 @@ class AppFactory:
             raise ConfigError(f"tools_list items must be tool names or Tool objects, not {type(bad[0]).__name__}",
                               key="tools_list")
         if unknown:
-            known = ", ".join(sorted(registry.get_registered_tool_names())) or "(none)"
+            names = sorted(registry.get_registered_tool_names())
+            guesses = [f"{n!r}: did you mean {' or '.join(map(repr, close))}?"
+                       for n in unknown if (close := close_names(n, names))]
             raise ConfigError(f"unknown tool(s) in tools_list: {', '.join(map(repr, unknown))}. "
-                              f"Known tools: {known}", key="tools_list")
+                              + (" ".join(guesses) + " " if guesses else "")
+                              + f"Known tools: {', '.join(names) or '(none)'}", key="tools_list")
         tools: dict[str, Tool] = {}
         built: set[str] = set()
         for item in requested:
@@ -177,8 +181,18 @@ class AppFactory:
             _keep_first(tools, tool)
         _drop_conflicts(tools, listed, owned)
         for tool in tools.values():
+            _check_name(tool)
             tool.parameter_schema  # noqa: B018 - normalised and checked once, now: a bad schema fails here
         return list(tools.values())
+
+
+def _check_name(tool: Tool) -> None:
+    """A name the model can write: not blank, no control or invisible character, no surrounding spaces."""
+    name = tool.name if isinstance(tool.name, str) else ""
+    if not name.strip() or name != name.strip() or strip_control(name) != name:
+        raise ConfigError(f"the tool {name!r} ({type(tool).__name__}) has a name the model cannot call: give it a "
+                          f"name without blanks around it and without control or invisible characters "
+                          f"(e.g. @tool(name=\"my-tool\"))", key="tools_list")
 
 
 def _warn_unapproved(tools: Sequence[Tool]) -> None:

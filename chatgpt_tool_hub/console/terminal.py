@@ -12,7 +12,6 @@ hands each one to :meth:`TerminalSession.handle`.
 
 from __future__ import annotations
 
-import difflib
 import re
 import signal
 import threading
@@ -23,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ..config import DEFAULT_BASE_URL, Settings
 from ..errors import ModelFeedbackError, RunError, ToolHubError, UserError
+from ..tools.registry import close_names, shown_name
 from . import EventView, print_session_tools
 from .transcript import Transcript, Turn, copy_to_clipboard
 
@@ -96,11 +96,9 @@ def empty_reply_help(app: Any) -> str:
 
 
 def unknown_tool_message(name: str, known: Iterable[str], hint: str = "`tool-hub tools` lists every tool") -> str:
-    known = sorted(set(known))
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6) or \
-        difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=3, cutoff=0.6)
+    close = close_names(name, known)
     guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"unknown tool '{name}'{guess} ({hint})"
+    return f"unknown tool {shown_name(name)}{guess} ({hint})"
 
 
 def forget_last_turn(app: Any, session_id: str = DEFAULT_SESSION) -> bool:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from importlib import import_module
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any, Callable, Iterable
 
 from ..config import is_unset, secret_values
@@ -217,8 +217,11 @@ class ToolRegistry:
         ``kwargs``); missing required keys raise ``MissingKeyError`` naming them."""
         resolved = self.resolve_name(name)
         if resolved is None:
-            known = ", ".join(sorted(self.get_registered_tool_names())) or "(none)"
-            raise ConfigError(f"unknown tool '{name}'. Known tools: {known}", key="tools_list")
+            names = sorted(self.get_registered_tool_names())
+            close = close_names(str(name), names)
+            guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise ConfigError(f"unknown tool {shown_name(name)}{guess}. Known tools: {', '.join(names) or '(none)'}",
+                              key="tools_list")
         with self._lock:
             entry = self._entries[resolved]
         if context is None:
@@ -350,3 +353,28 @@ def _answer_errors_as_text(tool: Tool, redactor: Redactor) -> None:
 
     pure_run.__doc__ = run.__doc__
     tool.run = pure_run  # type: ignore[method-assign]  # this object only; the class keeps raising
+
+
+def shown_name(name: Any) -> str:
+    """A tool name as an error shows it: quoted, with invisible and control characters escaped (``repr``),
+    so ``'py\\u200bthon'`` does not look like ``'python'``."""
+    return repr(str(name))
+
+
+def close_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """The known names closest to ``name`` ("did you mean"), compared also in NFKC form and lower case, so a
+    full-width ``ｐｙｔｈｏｎ`` or an invisible character inside still finds ``python``."""
+    import difflib
+    import unicodedata
+
+    from ..textutil import strip_control
+
+    known = sorted(set(known))
+    plain = strip_control(unicodedata.normalize("NFKC", name)).strip().lower()
+    by_plain = {k.lower(): k for k in known}
+    for candidate in (name, plain):
+        close = difflib.get_close_matches(candidate, known, n=n, cutoff=0.6) or [
+            by_plain[c] for c in difflib.get_close_matches(candidate.lower(), list(by_plain), n=n, cutoff=0.6)]
+        if close:
+            return close
+    return []
