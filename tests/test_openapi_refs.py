@@ -66,6 +66,17 @@ def test_operations_with_broken_references_are_left_out_by_name(caplog):
     assert any("1 tools made, 3 operations left out" in r.getMessage() for r in caplog.records)
 
 
+def test_a_path_item_whose_reference_points_to_nothing_is_named_in_a_warning(tmp_path, caplog):
+    doc = {"openapi": "3.0.0", "info": {"title": "d", "version": "1"}, "servers": [{"url": "https://d.invalid"}],
+           "paths": {"/a": {"$ref": "missing.yaml#/A"}, "/b": {"get": {"operationId": "b"}}}}
+    (tmp_path / "api.json").write_text(json.dumps(doc))
+    with caplog.at_level(logging.INFO, logger="chatgpt_tool_hub.tools.openapi"):
+        tools = load_openapi_tools(str(tmp_path / "api.json"))
+    assert [t.name for t in tools] == ["d-b"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("/a is left out" in w and "missing.yaml" in w for w in warnings), warnings
+
+
 def test_nothing_left_is_an_error_that_lists_why():
     with pytest.raises(ConfigError) as info:
         load_openapi_tools(str(FIXTURES / "broken_ref.json"))

@@ -126,10 +126,10 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
         try:
             item, item_base = resolver.deref(raw_item, resolver.root)
         except RefError as exc:
-            left_out.append(({path}, f"{path}: {exc}"))
+            _leave_out(left_out, {path}, path, str(exc), label)
             continue
         if not isinstance(item, dict):
-            left_out.append(({path}, f"{path}: the path item is not an object"))
+            _leave_out(left_out, {path}, path, "the path item is not an object", label)
             continue
         for method in METHODS:
             if item.get(method) is None:
@@ -166,10 +166,7 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
                     log.debug("OpenAPI source %s: %s", label, spelled, exc_info=True)
                     problem = f"it could not be read ({type(exc).__name__}: {str(exc)[:120]})"
             if problem is not None:
-                shown = f"{spelled} ({op_id})" if op_id else spelled
-                left_out.append((spellings, f"{shown}: {problem}"))
-                level = logging.WARNING if len(left_out) <= _WARNED else logging.DEBUG
-                log.log(level, "OpenAPI source %s: %s is left out: %s", label, shown, problem)
+                _leave_out(left_out, spellings, f"{spelled} ({op_id})" if op_id else spelled, problem, label)
                 continue
             tool.dangerous = risky
             tally.add(tool, count)
@@ -221,6 +218,14 @@ def _tool(resolver: Resolver, path: str, method: str, op: dict, op_base: str, it
         log.info("OpenAPI source %s: %s %s: invalid schema keywords dropped: %s", label, method.upper(), path,
                  ", ".join(dropped[:10]))
     return tool
+
+
+def _leave_out(left_out: list, spellings: set[str], shown: str, problem: str, label: str) -> None:
+    """An operation (or a whole path item) that is not made a tool: kept for the summary, and said in a
+    warning that names it (the first ``_WARNED``; the rest in the debug log)."""
+    left_out.append((spellings, f"{shown}: {problem}"))
+    level = logging.WARNING if len(left_out) <= _WARNED else logging.DEBUG
+    log.log(level, "OpenAPI source %s: %s is left out: %s", label, shown, problem)
 
 
 def _finish(tools: list, left_out: list, wanted: set | None, matched: set, danger: DangerRule, label: str,
