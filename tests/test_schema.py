@@ -107,6 +107,18 @@ def test_openai_style_definitions_and_pairs_in_tools_list():
     assert app.tool_names == ["get_weather"] and result.steps[0].observation == "北京: sunny"
 
 
+def test_a_type_name_that_is_no_json_type_is_widened_with_a_warning_that_names_it(caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="chatgpt_tool_hub.tools"):
+        fixed = normalize({"type": "object", "properties": {"n": {"type": "frobnicate"}, "m": {"type": "any"}}},
+                          "odd")
+    assert fixed["properties"] == {"n": {}, "m": {}}
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["tool 'odd': 'frobnicate' is not a JSON type (parameters.properties.n.type): any value is "
+                    "taken there"]  # "any" is a known spelling: no warning
+
+
 # ---- validation -------------------------------------------------------------------------------------
 
 

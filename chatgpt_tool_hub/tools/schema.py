@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import re
 from typing import Any, Mapping
@@ -36,6 +37,7 @@ _TYPE_ALIASES = {
     "null": "null", "none": "null", "nonetype": "null",
     "object": "object",
 }
+log = logging.getLogger("chatgpt_tool_hub.tools")
 _ANY = {"any", "anything", "mixed", "", "unknown"}
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -84,6 +86,11 @@ def _fix(node: Any, path: str, depth: int, tool: str) -> Any:
     if "type" in node:
         kind = _fix_type(node["type"])
         if kind is None:
+            strange = [n for n in (node["type"] if isinstance(node["type"], list) else [node["type"]])
+                       if not (isinstance(n, str) and (n.strip().lower() in _ANY or _alias(n)))]
+            if strange:
+                log.warning("tool '%s': %s is not a JSON type (%s): any value is taken there", tool,
+                            ", ".join(repr(n) for n in strange[:3]), f"{path}.type")
             node.pop("type")
         else:
             node["type"] = kind
