@@ -120,6 +120,59 @@ def test_cpu_limit_ends_the_worker_and_its_children(tmp_path, leftovers):
         tool.close()
 
 
+# ---- the call ends ----------------------------------------------------------------------------
+
+_BACKGROUND = textwrap.dedent("""\
+    import os, subprocess
+    plain = subprocess.Popen(['sleep', '61'])                          # never waited for
+    session = subprocess.Popen(['sleep', '62'], start_new_session=True)
+    if os.fork() == 0:                                                  # a double-forked daemon
+        os.setsid()
+        pid = os.fork()
+        if pid == 0:
+            os.execvp('sleep', ['sleep', '63'])
+        open(PIDFILE + '.daemon', 'w').write(str(pid))
+        os._exit(0)
+    os.wait()
+    open(PIDFILE, 'w').write(f"{plain.pid} {session.pid}")
+    kept = 'still here'
+    print('started')
+    """)
+
+
+def _background(tool: PythonTool, pidfile: Path) -> tuple[str, list[int]]:
+    out = tool.run(f"PIDFILE = {str(pidfile)!r}\n" + _BACKGROUND)
+    deadline = time.monotonic() + 5
+    while not Path(str(pidfile) + ".daemon").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return out, _read_pids(pidfile) + _read_pids(Path(str(pidfile) + ".daemon"))
+
+
+def test_what_a_call_leaves_running_ends_with_the_call_and_the_session_stays(py, tmp_path, leftovers):
+    out, pids = _background(py, tmp_path / "bg.pid")
+    leftovers.extend(pids)
+    assert len(pids) == 3, out
+    assert out.startswith("started") and "this code left running were stopped when it ended" in out
+    for pid in pids:
+        assert wait_gone(pid), f"{pid} outlived its call"
+    assert py.run("print(kept)") == "still here"  # the worker and its variables are kept
+
+
+def test_python_keep_background_keeps_them_while_the_worker_lives(tmp_path, leftovers):
+    tool = PythonTool(workspace_dir=tmp_path / "ws", timeout=10, keep_background=True)
+    try:
+        out, pids = _background(tool, tmp_path / "bg.pid")
+        leftovers.extend(pids)
+        assert out == "started" and len(pids) == 3
+        time.sleep(0.2)
+        assert not any(process_gone(pid) for pid in pids)  # a server started in one call serves the next
+        assert tool.run("print(kept)") == "still here"
+    finally:
+        tool.close()
+    for pid in pids:
+        assert wait_gone(pid), f"{pid} outlived the worker"
+
+
 # ---- the code kills its supervisor --------------------------------------------------------
 
 # Python code: the nearest ancestor (or the outermost one) below the application, given as APP.

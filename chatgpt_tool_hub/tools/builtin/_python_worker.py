@@ -74,7 +74,8 @@ def serve(req_fd, resp_fd):
             _restore_output(out_fds, streams)
             status, code = run_code(request.get("code", ""), namespace)
             _flush()
-            _write_frame(resp_fd, {"status": status, "code": code})
+            # the worker's pid and its keeper's: the parent stops whatever else the call left running
+            _write_frame(resp_fd, {"status": status, "code": code, "pid": os.getpid(), "keeper": os.getppid()})
     except OSError:  # the parent is gone (broken pipe), or the code closed the protocol pipes
         return EXIT_PROTOCOL_LOST
 

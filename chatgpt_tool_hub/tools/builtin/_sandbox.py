@@ -60,7 +60,7 @@ from ...textutil import strip_control
 from ._launcher import descendants, processes
 
 __all__ = ["SandboxResult", "run_sandboxed", "spawn_limited", "rlimits", "kill_group", "kill_tree",
-           "kill_child_tree", "release", "scrubbed_env",
+           "kill_child_tree", "kill_strays", "release", "scrubbed_env",
            "truncate_middle", "describe_signal", "strip_control", "OutputCollector"]
 
 _POSIX = os.name == "posix"
@@ -412,12 +412,14 @@ def _group_tree(pgid: int) -> set[int]:
     return members | descendants(members, table) if members else set()
 
 
-def _stop_and_kill(pgid: int, find) -> None:
-    """``SIGSTOP`` group ``pgid`` and what ``find()`` returns (again until nothing new), then ``SIGKILL`` all."""
+def _stop_and_kill(pgid: int | None, find) -> set[int]:
+    """``SIGSTOP`` group ``pgid`` (None: no group) and what ``find()`` returns (again until nothing new), then
+    ``SIGKILL`` all; the pids found."""
     found = find()  # look once before stopping anything: if looking fails, nothing stays stopped
     stopped: set[int] = set()
     try:
-        kill_group(pgid, signal.SIGSTOP)
+        if pgid is not None:
+            kill_group(pgid, signal.SIGSTOP)
         for _ in range(_TREE_ROUNDS):
             for child in found - stopped:
                 _signal(child, signal.SIGSTOP)
@@ -426,9 +428,59 @@ def _stop_and_kill(pgid: int, find) -> None:
             if found <= stopped:
                 break
     finally:  # whatever happened while looking: never leave anything stopped
-        kill_group(pgid)
+        if pgid is not None:
+            kill_group(pgid)
         for child in stopped:
             _signal(child, signal.SIGKILL)
+    return stopped
+
+
+def kill_strays(root: int, keep: set[int]) -> int:
+    """``SIGKILL`` every process below ``root`` but ``keep`` (Linux; stopped first, as :func:`kill_tree`
+    does): what a call of a long-lived worker left running. The number of processes killed."""
+    def running() -> set[int]:  # zombies (ended, not yet reaped by their parent) need no killing
+        below = _subtree(root)
+        return {pid for pid in (descendants(root) if below is None else below) - keep if not _zombie(pid)}
+
+    if not _LINUX or not running():  # the usual case: one look at /proc
+        return 0
+    return len(_stop_and_kill(None, running))
+
+
+def _subtree(root: int) -> set[int] | None:
+    """The processes below ``root`` from ``/proc/<pid>/task/<tid>/children`` (only the tree is read, not
+    every process's stat); None where the kernel does not offer those files."""
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone meanwhile
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                    children = [int(c) for c in handle.read().split()]
+            except FileNotFoundError:
+                if pid == root and not found:
+                    return None  # no children files (CONFIG_PROC_CHILDREN off): read the whole table
+                continue
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # gone
 
 
 def kill_child_tree(proc: subprocess.Popen) -> None:

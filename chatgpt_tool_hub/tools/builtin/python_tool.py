@@ -54,8 +54,8 @@ from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 from ._python_worker import EXIT_PROTOCOL_LOST, MAX_REQUEST, decode_frame, encode_frame
 from ._workspace import make_folder
-from ._sandbox import (OutputCollector, _read_into, _write_some, describe_signal, kill_child_tree, run_sandboxed,
-                       scrubbed_env, spawn_limited, strip_control)
+from ._sandbox import (OutputCollector, _read_into, _write_some, describe_signal, kill_child_tree, kill_strays,
+                       run_sandboxed, scrubbed_env, spawn_limited, strip_control)
 
 __all__ = ["PythonTool", "extract_code"]
 
@@ -98,7 +98,7 @@ class PythonTool(Tool):
 
     def __init__(self, *, timeout: float = 30.0, max_memory_mb: int = 1024, max_output_chars: int = 8000,
                  workspace_dir: str | os.PathLike = "./workspace", max_workers: int = 8,
-                 max_cpu_seconds: float | None = None):
+                 max_cpu_seconds: float | None = None, keep_background: bool = False):
         if timeout <= 0:
             raise ConfigError("setting 'python_timeout' must be > 0 seconds", key="python_timeout")
         if max_output_chars <= 0:
@@ -109,6 +109,7 @@ class PythonTool(Tool):
         self.max_memory_mb = int(max_memory_mb)  # <= 0: no address-space limit
         self.max_output_chars = int(max_output_chars)
         self.max_workers = int(max_workers)
+        self.keep_background = bool(keep_background)  # False: what a call starts ends with the call
         # CPU seconds over a worker's whole life: generous, the wall timeout does the real work
         self.max_cpu_seconds = float(max_cpu_seconds) if max_cpu_seconds else max(600.0, 20 * self.timeout)
         self.workspace = Path(workspace_dir).expanduser().resolve()
@@ -127,6 +128,7 @@ class PythonTool(Tool):
             workspace_dir=context.workspace,
             max_workers=settings.get("python_max_workers", 8),
             max_cpu_seconds=settings.get("python_max_cpu_seconds", 0.0) or None,
+            keep_background=settings.get("python_keep_background", False),
         )
 
     def run(self, tool_input: str | Mapping[str, Any] = "", context: ToolContext | None = None) -> str:
@@ -192,7 +194,7 @@ class PythonTool(Tool):
             session.discard()
             return _Outcome("", "cancelled"), note
         try:
-            outcome = session.worker.execute(code, self.timeout, self.max_output_chars)
+            outcome = session.worker.execute(code, self.timeout, self.max_output_chars, self.keep_background)
         except BaseException:  # KeyboardInterrupt while the code runs: never leave it running
             session.discard()
             raise
@@ -225,6 +227,10 @@ class PythonTool(Tool):
         problem = self._problem(outcome)
         body = "\n".join(part for part in (output if output.strip() else "", problem or "") if part)
         text = body or "(no output)"
+        if outcome.strays:
+            text += (f"\n(note: {outcome.strays} process{'es' if outcome.strays != 1 else ''} this code left running "
+                     f"{'were' if outcome.strays != 1 else 'was'} stopped when it ended; "
+                     f"python_keep_background=true keeps them for later calls)")
         return f"{note}\n{text}" if note else text
 
     def _problem(self, outcome: "_Outcome") -> str | None:
@@ -266,6 +272,7 @@ class _Outcome:
     status: str  # ok | error | exit | timeout | died | broken | hangup | reset | cancelled
     code: int | None = None  # exit status of sys.exit
     returncode: int | None = None  # of the process, when it died
+    strays: int = 0  # processes the call left running that were stopped when it ended
 
 
 class _Worker:
@@ -303,14 +310,15 @@ class _Worker:
     def alive(self) -> bool:
         return not self._closed and self.proc.poll() is None
 
-    def execute(self, code: str, timeout: float, max_output_chars: int) -> _Outcome:
+    def execute(self, code: str, timeout: float, max_output_chars: int, keep_background: bool = False) -> _Outcome:
         collector = OutputCollector(max_output_chars)
         request = memoryview(encode_frame({"code": code}))
         reply = self._exchange(request, collector, time.monotonic() + timeout)
         if isinstance(reply, dict):
+            strays = 0 if keep_background else self._stop_strays(reply)
             self._drain(collector, time.monotonic() + _DRAIN_S, stop_when_empty=True)
             output, _ = collector.result()
-            return _Outcome(output, str(reply.get("status")), reply.get("code"))
+            return _Outcome(output, str(reply.get("status")), reply.get("code"), strays=strays)
         if reply == "died" and (not self._exits_soon() or self.proc.returncode == EXIT_PROTOCOL_LOST):
             reply = "hangup"  # the reply pipe closed while the process lived on: the code closed it
         kill_child_tree(self.proc)
@@ -318,6 +326,14 @@ class _Worker:
         self._drain(collector, time.monotonic() + _DRAIN_S, stop_when_empty=False)
         output, _ = collector.result()
         return _Outcome(output, reply, returncode=returncode)
+
+    def _stop_strays(self, reply: dict) -> int:
+        """Kill what the call left running below the supervisor (children it did not wait for, double-forked
+        daemons, ``setsid`` ones), all but the worker and its keeper; how many were killed."""
+        keep = {reply.get("pid"), reply.get("keeper")}
+        if not all(isinstance(pid, int) and pid > 1 for pid in keep):
+            return 0
+        return kill_strays(self.proc.pid, keep)
 
     def _exits_soon(self) -> bool:
         """After end of file on the reply pipe: did the process end (its pipes close just before it does)?"""
