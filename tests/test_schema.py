@@ -289,6 +289,10 @@ def test_decorated_functions_keep_enums_items_nested_models_and_defaults():
     assert out == "Person:Ada:36 blue fast ['x'] 10"  # the dataclass and the Enum arrive as objects
     with pytest.raises(ToolInputError, match="'colour'"):
         register.run({"person": {"name": "Ada"}, "colour": "green"})
+    with pytest.raises(ToolInputError, match="'agee' was unexpected"):  # a misspelt field is not dropped
+        register.run({"person": {"name": "Ada", "agee": 36}, "colour": "blue"})
+    with pytest.raises(ToolInputError, match="'address': .*'town'"):  # nor in a TypedDict
+        register.run({"person": {"name": "Ada"}, "colour": "blue", "address": {"city": "x", "zip": "1", "town": 2}})
 
 
 # ---- the prompt ---------------------------------------------------------------------------------------

@@ -94,8 +94,32 @@ def _schema_of(annotation: Any, defs: dict[str, Any]) -> tuple[dict, Callable[[A
         schema = adapter.json_schema(ref_template="#/$defs/{model}")
     except Exception:
         return {}, None
-    defs.update(schema.pop("$defs", {}))
+    found = schema.pop("$defs", {})
+    _close_dataclasses(annotation, [schema, *found.values()])
+    defs.update(found)
     return schema, adapter.validate_python
+
+
+def _close_dataclasses(annotation: Any, schemas: list) -> None:
+    """The object schemas of the dataclasses in ``annotation`` refuse unknown keys, as the arguments
+    themselves do (a misspelt field would otherwise be dropped and its default used without a word)."""
+    names: set[str] = set()
+    todo, seen = [annotation], set()
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if dataclasses.is_dataclass(item) and isinstance(item, type):
+            names.add(item.__name__)
+            try:
+                todo.extend(typing.get_type_hints(item).values())
+            except Exception:  # noqa: BLE001 - an unresolvable hint: its fields stay as pydantic made them
+                pass
+        todo.extend(typing.get_args(item))
+    for node in schemas:
+        if isinstance(node, dict) and node.get("type") == "object" and node.get("title") in names:
+            node.setdefault("additionalProperties", False)
 
 
 def _plain_schema(annotation: Any) -> dict | None:
