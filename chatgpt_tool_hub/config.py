@@ -93,6 +93,9 @@ SETTINGS: dict[str, Setting] = {
         # sessions, the async path and the server (tool-hub serve)
         Setting("max_sessions", int, 1000, "sessions an app keeps (memory, python workers), least recently used "
                 "out first (0: no limit); the server keeps this many users' apps"),
+        Setting("schedules_resume", bool, True, "an app built on a workspace that holds schedules starts them "
+                "(false: they stay in the file; tool-hub serve builds its users' apps so, as a user's code could "
+                "write that file)"),
         Setting("session_ttl_s", float, 3600.0, "a session (the server: a user) idle this long is forgotten and "
                 "its tool state reset (0: never)"),
         Setting("async_max_threads", int, 64, "threads of an app's async path (aask, arun, astream) for tool calls "

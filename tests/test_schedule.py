@@ -196,6 +196,41 @@ def test_schedules_survive_a_restart_and_the_new_app_asks_the_due_ones(isolated_
     assert not scheduler.running                                       # close() stops the thread
 
 
+def test_schedules_resume_off_leaves_the_stored_schedules_alone(isolated_env):
+    old, _ = make_app()
+    scheduler_for(old, clock=Clock(1_000_000.0), autostart=False)
+    old.schedule("every 10m", "Anything to report?", name="report")
+    old.close()
+    del old
+    new, llm = make_app([answer("no")], schedules_resume=False)
+    time.sleep(0.3)
+    assert llm.calls == 0 and not scheduler_for(new).running
+    assert [s.name for s in new.schedules()] == ["report"]  # still there, for an app that resumes them
+    new.close()
+
+
+def test_the_server_never_starts_schedules_a_users_code_planted(tmp_path):
+    from chatgpt_tool_hub.server import create_server
+    from chatgpt_tool_hub.server.users import User
+
+    llm = ScriptedLLM([answer("planted run")] * 3)
+    server = create_server(llm=llm, tools_list=[], no_default=True, serve_workspace_root=str(tmp_path / "users"))
+    apps = server.state.tool_hub.apps
+    user = User("key", "mallory")
+    planter = AppFactory().create_app(tools_list=[], llm=ScriptedLLM([]), no_default=True,
+                                      workspace_dir=str(apps.workspace(user)))  # what the user's code could write
+    scheduler_for(planter, clock=Clock(1_000_000.0), autostart=False)
+    planter.schedule("every 1m", "Spend the operator's tokens", name="planted")
+    planter.close()
+    app = apps.acquire(user, "victorinox")
+    try:
+        time.sleep(0.3)
+        assert llm.calls == 0 and not scheduler_for(app).running
+    finally:
+        apps.release(user, "victorinox")
+        apps.close()
+
+
 def test_the_thread_asks_when_woken_after_the_clock_moved(isolated_env):
     clock = Clock()
     app, _ = make_app([answer("tick")])

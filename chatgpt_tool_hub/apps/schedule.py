@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..config import get_typed
 from ..errors import UserError
 
 __all__ = ["Schedule", "Scheduler", "ScheduleStore", "parse_when", "parse_command", "scheduler_for",
@@ -418,6 +419,9 @@ def resume_schedules(app: Any) -> Scheduler | None:
     """Start the scheduler of an app whose workspace holds schedules (a restart); nothing otherwise."""
     workspace = getattr(getattr(app, "context", None), "workspace", None)
     if workspace is None or not (Path(workspace) / DB_NAME).is_file():
+        return None
+    if not get_typed(getattr(app, "config", None) or {}, "schedules_resume", True):
+        log.info("the schedules in %s are not started: schedules_resume is off", workspace)
         return None
     try:
         scheduler = scheduler_for(app)

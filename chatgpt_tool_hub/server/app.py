@@ -86,8 +86,9 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     passed = {k: v for k, v in settings.items() if not k.startswith("serve_")}
 
     def build(user: User, app_type: str, workspace: Path) -> Any:
+        # a user's code can write the schedules file in its workspace: it never starts runs of its own here
         return factory.create_app(app_type, tools_list, llm=llm if llm_factory is None else llm_factory(),
-                                  **{**passed, "workspace_dir": str(workspace)})
+                                  **{**passed, "workspace_dir": str(workspace), "schedules_resume": False})
 
     apps = UserApps(build, serve.workspace_root, max_users=serve.max_users, ttl_s=serve.user_ttl_s,
                     executor=executor)
