@@ -88,17 +88,33 @@ def test_python_timeout_also_ends_children_that_left_the_group(py, leftovers, co
     assert leftovers and all(wait_gone(pid) for pid in leftovers), out
 
 
+@pytest.fixture
+def py_keeping(tmp_path):
+    """A python tool whose calls may leave processes running for later calls (python_keep_background)."""
+    tool = PythonTool(workspace_dir=tmp_path / "ws", timeout=2, keep_background=True)
+    yield tool
+    tool.close()
+
+
 @pytest.mark.parametrize("code", [SETSID_CHILD, DOUBLE_FORK], ids=["setsid", "double-fork"])
-def test_python_close_and_reset_end_children_that_left_the_group(py, leftovers, code):
-    leftovers.extend(_pids(py.run(code)))
+def test_python_close_and_reset_end_children_that_left_the_group(py_keeping, leftovers, code):
+    leftovers.extend(_pids(py_keeping.run(code)))
     assert leftovers and not any(process_gone(pid) for pid in leftovers)  # alive while the session lives
-    py.reset()
+    py_keeping.reset()
     assert all(wait_gone(pid) for pid in leftovers)
 
 
-def test_python_background_children_live_on_between_calls(py, leftovers):
-    leftovers.extend(_pids(py.run(SETSID_CHILD)))
-    assert py.run("print('next call')") == "next call"
+@pytest.mark.parametrize("code", [SETSID_CHILD, DOUBLE_FORK], ids=["setsid", "double-fork"])
+def test_python_children_that_left_the_group_end_with_their_call_by_default(py, leftovers, code):
+    out = py.run(code)
+    leftovers.extend(_pids(out))
+    assert leftovers and "stopped when it ended" in out
+    assert all(wait_gone(pid) for pid in leftovers)
+
+
+def test_python_background_children_live_on_between_calls_when_kept(py_keeping, leftovers):
+    leftovers.extend(_pids(py_keeping.run(SETSID_CHILD)))
+    assert py_keeping.run("print('next call')") == "next call"
     assert not process_gone(leftovers[0])
 
 
