@@ -10,7 +10,7 @@ lists, model choices) both use these two functions:
   than ``max_chars``). It is linear in the text and never recursive.
 * :func:`loads_lenient` reads a value the way models write them: strict JSON
   first (control characters inside strings allowed), then with trailing
-  commas removed, then as a Python literal (``True``, single quotes) through
+  commas and ``//`` / ``/* */`` comments removed, then as a Python literal (``True``, single quotes) through
   ``ast.literal_eval`` -- never ``eval`` -- when it is short enough.
 """
 
@@ -21,10 +21,11 @@ import json
 import re
 from typing import Any, Callable
 
-__all__ = ["scan_bracketed", "loads_lenient", "FAILED", "is_apostrophe"]
+__all__ = ["scan_bracketed", "loads_lenient", "strip_comments", "skip_comments", "FAILED", "is_apostrophe"]
 
 FAILED: Any = object()  # what loads_lenient returns when nothing could read the text
 _TOKEN = re.compile(r"[{}\[\]\"'\\]")
+_COMMENT_TOKEN = re.compile(r"[\"'\\]|//|/\*")
 _TRAILING_COMMA = re.compile(r",(\s*[\]}])")
 _BARE = re.compile(r"\b(true|false|null)\b")
 _PYTHON = {"true": "True", "false": "False", "null": "None"}
@@ -77,7 +78,7 @@ def loads_lenient(segment: str, *, max_literal: int = 20_000) -> Any:
         return json.loads(segment, strict=False)
     except (ValueError, RecursionError):
         pass
-    repaired = _outside_strings(segment, lambda chunk: _TRAILING_COMMA.sub(r"\1", chunk))
+    repaired = _outside_strings(strip_comments(segment), lambda chunk: _TRAILING_COMMA.sub(r"\1", chunk))
     if repaired != segment:
         try:
             return json.loads(repaired, strict=False)
@@ -89,6 +90,55 @@ def loads_lenient(segment: str, *, max_literal: int = 20_000) -> Any:
         return ast.literal_eval(_outside_strings(repaired, lambda chunk: _BARE.sub(_python, chunk)))
     except _LITERAL_ERRORS:
         return FAILED
+
+
+def strip_comments(segment: str) -> str:
+    """``segment`` without ``// ...`` (to the end of the line) and ``/* ... */`` comments outside strings
+    (models annotate their JSON so); ``segment`` itself when it has none."""
+    if "/" not in segment:
+        return segment
+    parts: list[str] = []
+    last, quote, skip_to = 0, "", -1
+    for match in _COMMENT_TOKEN.finditer(segment):
+        i, token = match.start(), match.group()
+        if i < skip_to:
+            continue
+        if quote:
+            if token == "\\":
+                skip_to = i + 2
+            elif token == quote:
+                quote = ""
+        elif token in "\"'":
+            if not (token == "'" and is_apostrophe(segment, i)):
+                quote = token
+        elif token in ("//", "/*"):
+            parts.append(segment[last:i])
+            if token == "//":
+                end = segment.find("\n", i)
+                last = len(segment) if end == -1 else end
+            else:
+                end = segment.find("*/", i + 2)
+                last = len(segment) if end == -1 else end + 2
+            skip_to = last
+    if not parts:
+        return segment
+    parts.append(segment[last:])
+    return "".join(parts)
+
+
+def skip_comments(text: str, i: int) -> int:
+    """The index of the first character at or after ``i`` that is neither blank nor inside a comment."""
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            i = len(text) if end == -1 else end + 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = len(text) if end == -1 else end + 2
+        else:
+            return i
 
 
 def _python(match: re.Match) -> str:

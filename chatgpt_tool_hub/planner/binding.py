@@ -21,8 +21,14 @@ __all__ = ["RESOURCE_KINDS", "PLACEHOLDER", "placeholders", "whole_placeholder",
 
 RESOURCE_KINDS = ("text", "image", "audio", "video")
 FILE_KINDS = ("image", "audio", "video")
-# <resource>-N as the issue writes it; <GENERATED>-N as HuggingGPT's prompts do
-PLACEHOLDER = re.compile(r"<\s*(?:resource|generated)\s*>\s*-\s*(\d+)", re.I)
+# <resource>-N as the issue writes it; <GENERATED>-N as HuggingGPT's prompts do; also as models misspell
+# them: <GENERATED-0>, <GENERATED>_0, <resource_1> (the id is group 1 or group 2: use ref_id)
+PLACEHOLDER = re.compile(r"<\s*(?:resource|generated)\s*(?:>\s*[-_]\s*(\d+)|[-_]\s*(\d+)\s*>)", re.I)
+
+
+def ref_id(match: re.Match) -> int:
+    """The task id a PLACEHOLDER match names."""
+    return int(match.group(1) or match.group(2))
 _PATH = re.compile(r"(?:[A-Za-z]:)?[\w./\\~-]*[\w-]\.(?:png|jpe?g|gif|bmp|webp|tiff?|wav|mp3|flac|ogg|m4a|mp4|avi|mov|"
                    r"webm|mkv)\b", re.I)
 
@@ -35,7 +41,7 @@ def placeholders(value: Any) -> list[int]:
     """Task ids referenced anywhere inside ``value`` (strings, lists, dicts)."""
     found: list[int] = []
     for text in _strings(value):
-        found.extend(int(m.group(1)) for m in PLACEHOLDER.finditer(text))
+        found.extend(ref_id(m) for m in PLACEHOLDER.finditer(text))
     return found
 
 
@@ -44,7 +50,7 @@ def whole_placeholder(value: Any) -> int | None:
     if isinstance(value, str):
         match = PLACEHOLDER.fullmatch(value.strip())
         if match:
-            return int(match.group(1))
+            return ref_id(match)
     return None
 
 
@@ -121,7 +127,7 @@ def substitute(value: Any, outputs: Mapping[int, str]) -> Any:
         whole = whole_placeholder(value)
         if whole is not None:
             return _lookup(outputs, whole)
-        return PLACEHOLDER.sub(lambda m: _lookup(outputs, int(m.group(1))), value)
+        return PLACEHOLDER.sub(lambda m: _lookup(outputs, ref_id(m)), value)
     if isinstance(value, Mapping):
         return {k: substitute(v, outputs) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..jsontext import FAILED, loads_lenient, scan_bracketed
+from ..jsontext import FAILED, loads_lenient, scan_bracketed, skip_comments
 
 __all__ = ["extract_json", "CutOffJSON", "NoJSON", "BadJSON"]
 
@@ -102,7 +102,7 @@ def _bad(want: str, at: int, length: int, unreadable: bool) -> BadJSON:
 
 
 def _looks_like_start(text: str, index: int, want: str) -> bool:
-    rest = text[index + 1:index + 200].lstrip()
+    rest = text[skip_comments(text, index + 1):][:200]
     if want == "list":
         return rest.startswith(("{", "]")) or rest == ""
     return rest.startswith(("\"", "'", "}")) or rest == ""

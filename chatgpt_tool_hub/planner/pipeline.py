@@ -183,6 +183,10 @@ def _plan(req: Request) -> Gen:
             tasks, problems = validate_plan(parsed.items, req.tools, max_tasks=req.settings.max_tasks,
                                             files=req.files)
         except PlanFeedback as feedback:
+            if attempt == 2 and feedback.prose and (reply.text or "").strip():
+                # told to plan and still only talking: the request needs no task, and this is the answer
+                # (JARVIS answers such requests by chit-chat too)
+                return [], reply.text.strip(), attempt - 1, first_problems
             parsed, tasks, problems = None, [], feedback.problems
         if not problems:
             if tasks:

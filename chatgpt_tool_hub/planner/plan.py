@@ -31,9 +31,10 @@ _MAX_PROBLEMS = 15
 class PlanFeedback(ModelFeedbackError):
     """A plan the LLM must fix: ``problems`` are sent back to it word for word."""
 
-    def __init__(self, problems: Sequence[str], *, llm_output: str = ""):
+    def __init__(self, problems: Sequence[str], *, llm_output: str = "", prose: bool = False):
         self.problems = list(problems)
         self.llm_output = llm_output
+        self.prose = prose  # the reply holds no JSON at all: it talks (chit-chat) instead of planning
         super().__init__("; ".join(self.problems))
 
 
@@ -91,7 +92,7 @@ def parse_plan(text: str, *, finish_reason: str | None = None) -> ParsedPlan:
         if obj is None:
             raise PlanFeedback(["no JSON list of tasks was found. Reply with only the JSON list, e.g. "
                                 '[{"task": "<task>", "id": 0, "dep": [-1], "args": {"text": "..."}}], '
-                                "or [] when no task is needed"], llm_output=text) from None
+                                "or [] when no task is needed"], llm_output=text, prose=True) from None
         return ParsedPlan(obj)
     answer = ""
     if value == []:
@@ -261,6 +262,10 @@ def _check_links(task: Task, by_id: Mapping[int, Task], tools: Mapping[str, Tool
         elif dep not in by_id:
             problems.append(f"{where} depends on task {dep}, which is not in the plan")
     tool = tools[task.task]
+    implied = [ref for value in task.args.values() for ref in placeholders(value)
+               if ref in by_id and ref != task.id and ref not in task.dep]
+    if implied:  # a reference the dep list forgot (JARVIS's fix_dep): the task depends on it, plainly
+        task = replace(task, dep=tuple(dict.fromkeys((*task.dep, *implied))))
     mapping, binding_problems = bind(tool, task.args)
     problems.extend(f"{where}: {p}" for p in binding_problems)
     kinds = tool.input_kinds()
@@ -269,9 +274,8 @@ def _check_links(task: Task, by_id: Mapping[int, Task], tools: Mapping[str, Tool
         for ref in placeholders(value):
             if ref not in by_id:
                 problems.append(f"{where}: its {key} argument uses <resource>-{ref}, but there is no task {ref}")
-            elif ref not in task.dep:
-                problems.append(f"{where}: its {key} argument uses <resource>-{ref}, but {ref} is not in its "
-                                f"dep list; add it to dep")
+            elif ref == task.id:
+                problems.append(f"{where}: its {key} argument uses its own result (<resource>-{ref})")
         kind = kinds.get(param, "text")
         whole = whole_placeholder(value)
         if kind in FILE_KINDS and whole is not None and whole in by_id:

@@ -12,6 +12,8 @@ from typing import Any, Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..errors import LLMError, RunError, UserError
+
 __all__ = ["ApiError", "read_json", "error_response", "Slots", "RunResponse", "StreamBody", "sse"]
 
 log = logging.getLogger("chatgpt_tool_hub.server")
@@ -177,3 +179,38 @@ async def _cancel(task: asyncio.Future) -> None:
             continue
     if not task.cancelled() and task.exception() is not None:
         log.debug("a cancelled run ended with an error", exc_info=task.exception())
+
+
+async def with_deadline(work: Awaitable[Any], seconds: float) -> tuple[bool, Any]:
+    """``(timed_out, result)``; past ``seconds`` the work is cancelled (its run stops what it started)."""
+    if seconds <= 0:
+        return False, await work
+    try:
+        return False, await asyncio.wait_for(work, seconds)
+    except asyncio.TimeoutError:
+        return True, None
+
+
+def timeout_error(seconds: float) -> ApiError:
+    return ApiError(504, f"the run took longer than {seconds:g} s and was stopped (serve_request_timeout_s)",
+                    kind="timeout", code="timeout")
+
+
+def run_error(exc: Exception) -> ApiError:
+    """The client's error for a run that raised: the LLM failed or its output was unusable (a plan invalid
+    twice): 502; the request's fault: 400; anything else: 500. Never a traceback."""
+    if isinstance(exc, LLMError):
+        return ApiError(502, f"the LLM behind this server failed: {exc}", kind="server_error", code="llm_error")
+    if isinstance(exc, UserError):
+        return ApiError(400, str(exc))
+    if isinstance(exc, RunError):
+        return ApiError(502, f"the LLM's output could not be used: {exc}", kind="server_error",
+                        code="unusable_llm_output")
+    return ApiError(500, f"the run failed: {type(exc).__name__}: {exc}", kind="server_error")
+
+
+async def send_json(send: Callable[[dict], Awaitable[None]], status: int, payload: Any) -> None:
+    body = json.dumps(payload, ensure_ascii=False, default=str).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -11,7 +11,6 @@ answer and listed under ``tool_hub.files``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -22,8 +21,16 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ..apps.files import announcement, describe
 from ..engine.prompts import detect_language
-from ..errors import LLMError, RunError, UserError
-from .asgi import ApiError, StreamBody, sse
+from ..errors import RunError, UserError
+from .asgi import (
+    ApiError,
+    StreamBody,
+    run_error,
+    send_json,
+    sse,
+    timeout_error,
+    with_deadline,
+)
 from .files import IMAGE_SUFFIXES, ImageError, find_files, ingest_image_url, signed_path
 from .monologue import Monologue
 
@@ -193,29 +200,6 @@ class RunContext:
     timeout_s: float
 
 
-async def _with_deadline(work: Awaitable[Any], seconds: float) -> tuple[bool, Any]:
-    """``(timed_out, result)``; past ``seconds`` the work is cancelled (its run stops what it started)."""
-    if seconds <= 0:
-        return False, await work
-    try:
-        return False, await asyncio.wait_for(work, seconds)
-    except asyncio.TimeoutError:
-        return True, None
-
-
-def _timeout_error(seconds: float) -> ApiError:
-    return ApiError(504, f"the run took longer than {seconds:g} s and was stopped (serve_request_timeout_s)",
-                    kind="timeout", code="timeout")
-
-
-def _run_error(exc: Exception) -> ApiError:
-    if isinstance(exc, LLMError):
-        return ApiError(502, f"the LLM behind this server failed: {exc}", kind="server_error", code="llm_error")
-    if isinstance(exc, UserError):
-        return ApiError(400, str(exc))
-    return ApiError(500, f"the run failed: {type(exc).__name__}: {exc}", kind="server_error")
-
-
 class DeltaEvents:
     """The server-sent events of one streamed answer's deltas: the chunk's fixed part is encoded once, each
     delta adds its field and text (the bytes ``sse(chunk)`` would make, at a fraction of the work)."""
@@ -260,13 +244,13 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
             return run.result
 
         try:
-            timed_out, result = await _with_deadline(collect(), ctx.timeout_s)
+            timed_out, result = await with_deadline(collect(), ctx.timeout_s)
         except Exception as exc:  # noqa: BLE001 - the client gets it as an error, never a traceback
             log.warning("a run failed: %s", exc, exc_info=not isinstance(exc, (RunError, UserError)))
-            return await _send_json(send, _run_error(exc).status, _run_error(exc).payload())
+            return await send_json(send, run_error(exc).status, run_error(exc).payload())
         if timed_out:
-            error = _timeout_error(ctx.timeout_s)
-            return await _send_json(send, error.status, error.payload())
+            error = timeout_error(ctx.timeout_s)
+            return await send_json(send, error.status, error.payload())
         names = _files_of(result, ctx.workspace, started)
         extra, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder)
         message = {"role": "assistant", "content": result.output + extra}
@@ -278,7 +262,7 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
                 "usage": _usage(result),
                 "tool_hub": {"stopped_by": result.stopped_by, "steps": len(getattr(result, "steps", []) or []),
                              "files": files}}
-        return await _send_json(send, 200, body)
+        return await send_json(send, 200, body)
 
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
@@ -314,11 +298,11 @@ async def _stream_events(ctx: RunContext, body: StreamBody, mono: Monologue, cid
         return run.result
 
     try:
-        timed_out, result = await _with_deadline(produce(), ctx.timeout_s)
-        error = _timeout_error(ctx.timeout_s) if timed_out else None
+        timed_out, result = await with_deadline(produce(), ctx.timeout_s)
+        error = timeout_error(ctx.timeout_s) if timed_out else None
     except Exception as exc:  # noqa: BLE001 - sent as an error event, never a traceback
         log.warning("a run failed: %s", exc, exc_info=not isinstance(exc, (RunError, UserError)))
-        result, error = None, _run_error(exc)
+        result, error = None, run_error(exc)
     if error is not None:
         await write(error.payload())
     else:
@@ -336,10 +320,3 @@ async def _stream_events(ctx: RunContext, body: StreamBody, mono: Monologue, cid
     await body.close()
 
 
-async def _send_json(send: Callable[[dict], Awaitable[None]], status: int, payload: Any) -> None:
-    import json
-
-    body = json.dumps(payload, ensure_ascii=False).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -13,15 +13,26 @@ as JARVIS's ``awesome_chat.py --mode server`` takes it:
 
 from __future__ import annotations
 
-import json
+import logging
 from typing import Any
 
 from fastapi import Request
 
+from ..errors import RunError, UserError
 from ..planner.events import PlanEvent, SelectionEvent, TaskEndEvent, TaskStartEvent
-from .asgi import ApiError, RunResponse, read_json
+from .asgi import (
+    ApiError,
+    RunResponse,
+    read_json,
+    run_error,
+    send_json,
+    timeout_error,
+    with_deadline,
+)
 
 __all__ = ["add_jarvis_routes"]
+
+log = logging.getLogger("chatgpt_tool_hub.server")
 
 
 def _conversation(body: Any) -> tuple[str, list[dict]]:
@@ -54,12 +65,18 @@ def add_jarvis_routes(app: Any, state: Any) -> None:
             state.slots.give()
 
         async def job(send: Any) -> None:
-            payload = await _stage(planner, question, history, f"user-{user.folder}", stage)
-            data = json.dumps(payload, ensure_ascii=False, default=str).encode()
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(data)).encode())]})
-            await send({"type": "http.response.body", "body": data, "more_body": False})
+            seconds = state.settings.request_timeout_s
+            try:
+                timed_out, payload = await with_deadline(
+                    _stage(planner, question, history, f"user-{user.folder}", stage), seconds)
+            except Exception as exc:  # noqa: BLE001 - the client gets it as an error, never a traceback
+                log.warning("a planner run failed: %s", exc, exc_info=not isinstance(exc, (RunError, UserError)))
+                error = run_error(exc)
+                return await send_json(send, error.status, error.payload())
+            if timed_out:
+                error = timeout_error(seconds)
+                return await send_json(send, error.status, error.payload())
+            await send_json(send, 200, payload)
 
         return RunResponse(job, done)
 

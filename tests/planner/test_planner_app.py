@@ -88,6 +88,16 @@ def test_second_invalid_plan_is_a_clear_error(tools):
     assert llm.calls == 2  # no third attempt, nothing ran
 
 
+def test_a_model_that_only_talks_twice_has_answered(tools):
+    llm = ScriptedLLM(["Hello! I am an AI assistant.", "Hi again: I am an assistant that can use tools."])
+    result = PlannerApp(llm, list(tools.values())).run("hello, who are you?")
+    assert result.output == "Hi again: I am an assistant that can use tools." and result.tasks == {}
+    assert result.llm_calls == 2 and result.replans == 1 and result.stopped_by == "no_tools"
+    broken = ScriptedLLM(["Hello!", '[{"task": "upper", "id": 0,'])  # a plan that breaks is still an error
+    with pytest.raises(PlanError):
+        PlannerApp(broken, list(tools.values())).run("hello")
+
+
 def test_empty_plan_with_answer_costs_one_call(tools):
     llm = ScriptedLLM(["[]\nAnswer: Paris."])
     result = PlannerApp(llm, list(tools.values())).run("capital of France?")

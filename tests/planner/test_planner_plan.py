@@ -30,6 +30,8 @@ def problems_of(items, tools, max_tasks=20):
     json.dumps(GOOD).replace("}}", "},}").replace("]}", "],}")[:-1] + ",]",  # trailing commas
     "[Note] two tasks follow\n" + json.dumps(GOOD),  # a bracket in the prose before the plan
     json.dumps(GOOD).replace("<resource>", "<GENERATED>"),  # HuggingGPT's tag
+    "[\n  // first the picture\n" + json.dumps(GOOD)[1:-1] + "  // then its caption\n]",  # comments
+    "```json\n[ /* the plan */ " + json.dumps(GOOD)[1:] + "\n```",
 ])
 def test_parse_accepts_llm_shaped_json(text, tools):
     parsed = parse_plan(text)
@@ -120,16 +122,28 @@ def test_ten_thousand_tasks_are_rejected_by_the_task_limit(tools):
     assert problems == ["the plan has 10000 tasks; at most 20 are allowed. Plan as few tasks as the request needs"]
 
 
-def test_resource_reference_to_a_task_that_is_not_a_dependency(tools):
+def test_a_reference_the_dep_list_forgot_becomes_a_dependency(tools):
     items = [task(0, "text-to-image", {"text": "a cat"}), task(1, "image-captioning", {"image": "<resource>-0"})]
-    problems = problems_of(items, tools)
-    assert problems == ["task 1 (image-captioning): its image argument uses <resource>-0, but 0 is not in its dep "
-                        "list; add it to dep"]
+    tasks, problems = validate_plan(items, tools, max_tasks=20)
+    assert problems == [] and tasks[1].dep == (0,)  # as JARVIS's fix_dep does
 
 
-def test_in_string_reference_must_be_a_dependency_too(tools):
+def test_an_in_string_reference_becomes_a_dependency_too_and_a_cycle_it_makes_is_refused(tools):
     items = [task(0, "upper", {"text": "a"}), task(1, "upper", {"text": "see <resource>-0 here"})]
-    assert any("not in its dep list" in p for p in problems_of(items, tools))
+    tasks, problems = validate_plan(items, tools, max_tasks=20)
+    assert problems == [] and tasks[1].dep == (0,)
+    looped = [task(0, "upper", {"text": "<resource>-1"}), task(1, "upper", {"text": "<resource>-0"})]
+    assert any("cycle" in p for p in problems_of(looped, tools))
+    assert any("its own result" in p for p in problems_of([task(0, "upper", {"text": "<resource>-0"})], tools))
+
+
+@pytest.mark.parametrize("spelling", ["<GENERATED-0>", "<GENERATED>_0", "<resource_0>", "< generated > - 0"])
+def test_misspelt_references_are_read_as_references(spelling, tools):
+    from chatgpt_tool_hub.planner.binding import placeholders, whole_placeholder
+
+    assert placeholders(f"see {spelling} here") == [0] and whole_placeholder(spelling) == 0
+    items = [task(0, "upper", {"text": "a"}), task(1, "upper", {"text": spelling}, [0])]
+    assert problems_of(items, tools) == []
 
 
 def test_argument_of_the_wrong_kind(tools):
