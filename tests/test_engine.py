@@ -79,6 +79,7 @@ def test_parse_failures_stop_after_max_retries_with_raw_text():
     assert llm.calls == 3
     assert result.stopped_by == "parse_error"
     assert result.output == bad
+    assert len(result.parse_failures) == 3  # every reply that could not be read, the last one too
 
 
 def test_empty_replies_end_with_a_clear_message():

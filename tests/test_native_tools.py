@@ -150,6 +150,26 @@ def test_unknown_tool_name_is_an_observation_and_not_charged():
     assert budget.tool_calls == 1 and result.output == "2"
 
 
+def test_a_call_without_a_name_is_answered_and_null_arguments_are_no_arguments():
+    from chatgpt_tool_hub.llm.openai_parts import _tool_calls_from, _ToolCallDeltas
+
+    message = {"tool_calls": [{"id": "a", "function": {"name": "", "arguments": "{\"a\": 1}"}},
+                              {"id": "b", "function": {"name": "add", "arguments": "{}"}}, "junk"]}
+    assert [c.name for c in _tool_calls_from(message)] == ["", "add"]  # never dropped in silence
+    deltas = _ToolCallDeltas()
+    deltas.feed([{"index": 0, "id": "x", "function": {"arguments": "{\"a\": 1}"}}])
+    assert [(c.name, c.arguments) for c in deltas.calls()] == [("", '{"a": 1}')]
+
+    @tool(name="now", description="the time")
+    def now() -> str:
+        return "noon"
+
+    llm = ScriptedLLM([calls(("", {"a": 1}), ("now", "null")), "done"])
+    result = Engine(llm, [now], NATIVE).run("time?")
+    assert [s.status for s in result.steps] == ["unknown_tool", "ok"] and result.steps[1].observation == "noon"
+    assert [m for m in llm.requests[1] if m["role"] == "tool"][0]["content"].startswith('"" is not a valid tool')
+
+
 def test_tool_names_that_are_not_valid_function_names_are_mapped_back():
     @tool(name="shout it", description="Upper-case a text.")
     def shout(text: str) -> str:

@@ -206,7 +206,7 @@ class Engine:
                 decision = self._decide(state, reply.text)
             except OutputParserError as err:
                 if len(state.parse_failures) >= self.settings.max_parse_retries:
-                    return (yield from self._give_up_on_parsing(state, reply.text))
+                    return (yield from self._give_up_on_parsing(state, reply.text, err))
                 yield from self._send_feedback(state, reply.text, err)
                 continue
             if decision.thought:
@@ -304,7 +304,9 @@ class Engine:
         state.messages.extend(failure.render())
         yield ErrorEvent(err.feedback, "OutputParserError", self.settings.depth)
 
-    def _give_up_on_parsing(self, state: RunState, text: str) -> RunGen:
+    def _give_up_on_parsing(self, state: RunState, text: str, err: OutputParserError) -> RunGen:
+        state.parse_failures.append(ParseFailureStep(text, err.feedback))  # the last one too: every reply
+        yield ErrorEvent(err.feedback, "OutputParserError", self.settings.depth)  # that could not be read
         output = text.strip() or self._prompts(state).render("empty_reply")
         return (yield from self._answer(state, output, "parse_error"))
 

@@ -95,6 +95,8 @@ def _arguments(raw: str | Mapping[str, Any] | None) -> dict | str:
             where = "it ends before the object is closed" if exc.pos >= len(text) - 1 else f"at character {exc.pos}"
             return MalformedArguments(text, f"the call's arguments are not valid JSON ({exc.msg}; {where})")
         return text
+    if value is None:  # "null": no arguments, as an empty string or a JSON null on the wire
+        return {}
     return value if isinstance(value, dict) else text
 
 

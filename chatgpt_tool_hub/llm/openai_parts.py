@@ -131,17 +131,18 @@ def _usage_from(data: Any) -> Usage | None:
 
 
 def _tool_calls_from(message: Any) -> list[ToolCall]:
-    """The tool calls of a completion's ``message`` (OpenAI's format); malformed entries are skipped."""
+    """The tool calls of a completion's ``message`` (OpenAI's format); entries that are no call at all are
+    skipped, a call without a name is kept (the engine answers it as an unknown tool, never drops it)."""
     raw = message.get("tool_calls") if isinstance(message, Mapping) else None
     calls: list[ToolCall] = []
     for i, item in enumerate(raw if isinstance(raw, list) else []):
         function = item.get("function") if isinstance(item, Mapping) else None
-        if not isinstance(function, Mapping) or not function.get("name"):
+        if not isinstance(function, Mapping):
             continue
         arguments = function.get("arguments")
         if not isinstance(arguments, (str, dict)):
             arguments = "" if arguments is None else json.dumps(arguments)
-        calls.append(ToolCall(id=str(item.get("id") or f"call_{i}"), name=str(function["name"]),
+        calls.append(ToolCall(id=str(item.get("id") or f"call_{i}"), name=str(function.get("name") or ""),
                               arguments=arguments))
     return calls
 
@@ -175,7 +176,7 @@ class _ToolCallDeltas:
 
     def calls(self) -> list[ToolCall]:
         return [ToolCall(id=part["id"] or f"call_{index}", name=part["name"], arguments=part["arguments"])
-                for index, part in sorted(self._parts.items()) if part["name"]]
+                for index, part in sorted(self._parts.items()) if part["name"] or part["arguments"]]
 
 
 class _Attempt(Exception):
