@@ -132,6 +132,40 @@ def test_files_the_tools_write_come_back_as_signed_links(live):
     assert httpx.get(escape).status_code == 404
 
 
+def test_links_never_serve_a_page_a_users_code_wrote_nor_another_users_file(live):
+    code = ("import os\n"
+            "open('page.html', 'w').write('<script>fetch(\"/config\")</script>')\n"
+            "open('pic.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(1)\"/>')\n"
+            "open('plot.png', 'wb').write(b'\\x89PNG\\r\\n')\n"
+            "open('other.txt', 'w').write('not yours')\n"
+            "os.link('other.txt', 'linked.txt')\n"
+            "print('page.html pic.svg plot.png linked.txt')")
+    llm = ScriptedLLM([act("python", code), answer("see page.html, pic.svg, plot.png and linked.txt")])
+    server = live(llm=llm, tools_list=["python"])
+    reply = server.client().chat.completions.create(model="tool-hub", messages=[{"role": "user", "content": "go"}])
+    urls = {f["name"]: f["url"] for f in reply.model_extra["tool_hub"]["files"]}
+    for name in ("page.html", "pic.svg"):  # a download, never a page of this origin
+        got = httpx.get(urls[name])
+        assert got.headers["content-type"] == "application/octet-stream", name
+        assert got.headers["content-disposition"].startswith("attachment") and "sandbox" in got.headers[
+            "content-security-policy"] and got.headers["x-content-type-options"] == "nosniff"
+    image = httpx.get(urls["plot.png"])
+    assert image.headers["content-type"] == "image/png" and "content-disposition" not in image.headers
+    from chatgpt_tool_hub.server.files import sign
+
+    folder = urlsplit(urls["plot.png"]).path.split("/")[2]
+    linked = f"{server.root}/files/{folder}/linked.txt?sig={sign(server.app.state.tool_hub.settings.link_secret, folder, 'linked.txt')}"
+    assert httpx.get(linked).status_code == 404  # a hard link may name another user's file
+
+
+def test_json_nested_too_deeply_is_a_400_in_openais_shape(live):
+    server = live(llm=ScriptedLLM([]), tools_list=[])
+    for route in ("/v1/chat/completions", "/tasks"):
+        reply = httpx.post(server.root + route, content=b"[" * 90_000 + b"]" * 90_000,
+                           headers={"content-type": "application/json"})
+        assert reply.status_code == 400 and "nested too deeply" in reply.json()["error"]["message"]
+
+
 def test_streamed_answers_end_with_the_links(live):
     llm = ScriptedLLM([act("python", WRITE_REPORT), answer("Done: report.txt")])
     server = live(llm=llm, tools_list=["python"])

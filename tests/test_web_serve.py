@@ -214,3 +214,21 @@ def test_the_set_of_shown_copies_may_grow_while_it_is_swept():
         files.add(name + "b")
     files -= {"a"}
     assert set(files) == {"ab"} and isinstance(files, FileSet)
+
+
+def test_the_pages_requests_get_the_body_limit_too(tmp_path):
+    app = server(tmp_path, web=True, serve_max_body_bytes=100_000)
+    big = {"data": ["x" * 300_000, "tool-hub", 3, []], "fn_index": 0, "session_hash": "s1"}
+    with TestClient(app) as client:
+        refused = client.post("/gradio_api/queue/join", json=big)
+        assert refused.status_code == 413 and "serve_max_body_bytes" in refused.json()["error"]["message"]
+
+        def chunks():  # no content-length: counted as it comes
+            for _ in range(40):
+                yield b"x" * 10_000
+
+        assert client.post("/gradio_api/queue/join", content=chunks(),
+                           headers={"content-type": "application/json"}).status_code == 413
+        assert client.get("/config").status_code == 200  # the page itself is untouched
+        small = client.post("/gradio_api/upload", files={"files": ("a.txt", b"x" * 1000)})
+        assert small.status_code == 200

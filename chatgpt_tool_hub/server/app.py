@@ -29,7 +29,7 @@ from ..llm.base import LLM
 from ..tools.base import Tool
 from .asgi import ApiError, RunResponse, Slots, error_response, read_json
 from .chat import RunContext, announce, parse_request, prepare_images, run_chat
-from .files import resolve_download
+from .files import resolve_download, served_as
 from .settings import ServeSettings, parse_web
 from .users import User, UserApps, identify
 
@@ -168,7 +168,8 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
         path = resolve_download(serve.workspace_root, serve.link_secret, folder, name, sig)
         if path is None:
             raise ApiError(404, "no such file, or the link is not valid", code="not_found")
-        return FileResponse(path)
+        media_type, headers = served_as(path)
+        return FileResponse(path, media_type=media_type, headers=headers)
 
     from .jarvis import add_jarvis_routes
 

@@ -53,6 +53,45 @@ async def read_json(request: Request, limit: int) -> Any:
         return json.loads(b"".join(chunks) or b"null")
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "the request body is not valid JSON") from None
+    except RecursionError:
+        raise ApiError(400, "the request body's JSON is nested too deeply") from None
+
+
+class BodyLimit:
+    """ASGI middleware: a request body past ``limit`` bytes gets HTTP 413 before the app sees it (the body is
+    read first, announced or chunked); paths starting with one of ``skip`` read their bodies themselves."""
+
+    def __init__(self, app: Any, limit: int, skip: tuple[str, ...] = ()):
+        self.app, self.limit, self.skip = app, limit, tuple(skip)
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope.get("type") != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS") or \
+                str(scope.get("path", "")).startswith(self.skip):
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.strip().isdigit() and int(declared) > self.limit:
+            return await self._refuse(send)
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                return await self._refuse(send)
+            if not message.get("more_body", False):
+                break
+        replay = [{"type": "http.request", "body": bytes(body), "more_body": False}]
+
+        async def replayed() -> dict:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _refuse(self, send: Callable) -> None:
+        error = ApiError(413, f"the request body is larger than {self.limit} bytes (serve_max_body_bytes)",
+                         code="request_too_large")
+        await send_json(send, error.status, error.payload())
 
 
 class Slots:

@@ -19,8 +19,10 @@ import base64
 import binascii
 import hashlib
 import hmac
+import mimetypes
 import os
 import re
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -181,7 +183,31 @@ def resolve_download(root: Path, secret: bytes, folder: str, name: str, sig: str
         target.relative_to(base)
     except (OSError, ValueError):
         return None
-    return target if target.is_file() else None
+    try:
+        info = target.stat()
+    except OSError:
+        return None
+    # a hard link can name another user's file from inside this folder (the file tools refuse them too)
+    return target if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 else None
+
+
+# served inline: media the page and chat UIs show; everything else (HTML, SVG, XML, scripts ...) is a download,
+# so a file a user's code wrote can never run as a page of this server's origin
+INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp", "audio/wav",
+                          "audio/x-wav", "audio/mpeg", "audio/ogg", "audio/flac", "video/mp4", "video/webm",
+                          "text/plain", "application/pdf"})
+DOWNLOAD_HEADERS = {"X-Content-Type-Options": "nosniff",
+                    "Content-Security-Policy": "default-src 'none'; img-src 'self'; media-src 'self'; sandbox",
+                    "Cross-Origin-Resource-Policy": "same-origin"}
+
+
+def served_as(path: Path) -> tuple[str, dict[str, str]]:
+    """``(media type, headers)`` of a file sent by ``/files``: inline only for :data:`INLINE_TYPES`."""
+    kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if kind in INLINE_TYPES:
+        return kind, dict(DOWNLOAD_HEADERS)
+    return "application/octet-stream", {**DOWNLOAD_HEADERS,
+                                        "Content-Disposition": f"attachment; filename*=UTF-8''{quote(path.name)}"}
 
 
 def now() -> float:

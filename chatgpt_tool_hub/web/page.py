@@ -18,9 +18,12 @@ from typing import Any
 
 import gradio as gr
 
+from ..server.asgi import BodyLimit
 from .users import APP_LABELS, WebUsers
 
 __all__ = ["build_page", "mount"]
+
+API_PATHS = ("/v1/", "/files/", "/hugginggpt", "/tasks", "/results", "/healthz")  # they check their own bodies
 
 CSS = """
 #tool-hub-chat .message-wrap { font-size: 0.95rem; }
@@ -184,6 +187,9 @@ def mount(app: Any, state: Any) -> Any:
     # folder, the temp folder and its cache) once it was launched; mount_gradio_app never sets that flag, so
     # a client could name any file on the server as an "upload". The page is served: the checks are on.
     page.has_launched = True
+    # the page's requests (a question's text is an event's data) get the API's body limit; uploads have
+    # Gradio's own, the same number (a little slack for the multipart framing)
+    app.add_middleware(BodyLimit, limit=state.settings.max_body_bytes + 65_536, skip=API_PATHS)
     _remove_on_stop(app, outbox)
     app.state.tool_hub_web = users
     return app
