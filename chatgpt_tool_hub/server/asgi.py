@@ -94,6 +94,28 @@ class BodyLimit:
         await send_json(send, error.status, error.payload())
 
 
+class SecurityHeaders:
+    """ASGI middleware: ``headers`` added to every response whose path does not start with one of ``skip``
+    (kept when the app set them itself)."""
+
+    def __init__(self, app: Any, headers: dict[str, str], skip: tuple[str, ...] = ()):
+        self.app, self.skip = app, tuple(skip)
+        self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope.get("type") != "http" or str(scope.get("path", "")).startswith(self.skip):
+            return await self.app(scope, receive, send)
+
+        async def with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers") or []}
+                extra = [(k, v) for k, v in self.headers if k not in present]
+                message = {**message, "headers": [*(message.get("headers") or []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 class Slots:
     """At most ``limit`` runs at once; ``take()`` is False past it (the client gets HTTP 429)."""
 

@@ -18,12 +18,23 @@ from typing import Any
 
 import gradio as gr
 
-from ..server.asgi import BodyLimit
+from ..server.asgi import BodyLimit, SecurityHeaders
 from .users import APP_LABELS, WebUsers
 
 __all__ = ["build_page", "mount"]
 
 API_PATHS = ("/v1/", "/files/", "/hugginggpt", "/tasks", "/results", "/healthz")  # they check their own bodies
+# what a chat message can make the browser do: nothing with another host. Model answers and tool output are
+# markdown the page renders (Gradio sanitises scripts away, not images or forms): an image from another host
+# would leak what its URL holds without a click, a form could post a key elsewhere
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
+                               "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+                               "media-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
+                               "form-action 'self'; frame-ancestors 'self'; base-uri 'self'; object-src 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
 
 CSS = """
 #tool-hub-chat .message-wrap { font-size: 0.95rem; }
@@ -190,6 +201,7 @@ def mount(app: Any, state: Any) -> Any:
     # the page's requests (a question's text is an event's data) get the API's body limit; uploads have
     # Gradio's own, the same number (a little slack for the multipart framing)
     app.add_middleware(BodyLimit, limit=state.settings.max_body_bytes + 65_536, skip=API_PATHS)
+    app.add_middleware(SecurityHeaders, headers=PAGE_HEADERS, skip=API_PATHS)
     _remove_on_stop(app, outbox)
     app.state.tool_hub_web = users
     return app
