@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 __all__ = ["scan_bracketed", "loads_lenient", "strip_comments", "skip_comments", "FAILED", "is_apostrophe"]
 
@@ -97,33 +97,10 @@ def strip_comments(segment: str) -> str:
     (models annotate their JSON so); ``segment`` itself when it has none."""
     if "/" not in segment:
         return segment
-    parts: list[str] = []
-    last, quote, skip_to = 0, "", -1
-    for match in _COMMENT_TOKEN.finditer(segment):
-        i, token = match.start(), match.group()
-        if i < skip_to:
-            continue
-        if quote:
-            if token == "\\":
-                skip_to = i + 2
-            elif token == quote:
-                quote = ""
-        elif token in "\"'":
-            if not (token == "'" and is_apostrophe(segment, i)):
-                quote = token
-        elif token in ("//", "/*"):
-            parts.append(segment[last:i])
-            if token == "//":
-                end = segment.find("\n", i)
-                last = len(segment) if end == -1 else end
-            else:
-                end = segment.find("*/", i + 2)
-                last = len(segment) if end == -1 else end + 2
-            skip_to = last
-    if not parts:
+    pieces = list(_pieces(segment))
+    if all(kind != "comment" for kind, _ in pieces):
         return segment
-    parts.append(segment[last:])
-    return "".join(parts)
+    return "".join(text for kind, text in pieces if kind != "comment")
 
 
 def skip_comments(text: str, i: int) -> int:
@@ -146,23 +123,36 @@ def _python(match: re.Match) -> str:
 
 
 def _outside_strings(segment: str, change: Callable[[str], str]) -> str:
-    """Apply ``change`` to the parts of ``segment`` that are not inside quotes."""
-    parts: list[str] = []
+    """Apply ``change`` to the parts of ``segment`` that are neither inside quotes nor comments."""
+    return "".join(change(text) if kind == "code" else text for kind, text in _pieces(segment))
+
+
+def _pieces(segment: str) -> Iterator[tuple[str, str]]:
+    """``segment`` cut into ``("code" | "string" | "comment", text)`` pieces, in order (a string that is
+    never closed runs to the end; an apostrophe between letters opens none)."""
     last, quote, skip_to = 0, "", -1
-    for match in _TOKEN.finditer(segment):
-        i, c = match.start(), match.group()
+    for match in _COMMENT_TOKEN.finditer(segment):
+        i, token = match.start(), match.group()
         if i < skip_to:
             continue
         if quote:
-            if c == "\\":
+            if token == "\\":
                 skip_to = i + 2
-            elif c == quote:
-                quote = ""
-                parts.append(segment[last:i + 1])
-                last = i + 1
-        elif c in "\"'" and not (c == "'" and is_apostrophe(segment, i)):
-            parts.append(change(segment[last:i]))
-            last, quote = i, c
-    tail = segment[last:]
-    parts.append(tail if quote else change(tail))
-    return "".join(parts)
+            elif token == quote:
+                yield "string", segment[last:i + 1]
+                last, quote = i + 1, ""
+        elif token in "\"'":
+            if token == "'" and is_apostrophe(segment, i):
+                continue
+            if i > last:
+                yield "code", segment[last:i]
+            last, quote = i, token
+        elif token in ("//", "/*"):
+            if i > last:
+                yield "code", segment[last:i]
+            end = segment.find("\n", i) if token == "//" else segment.find("*/", i + 2)
+            stop = len(segment) if end == -1 else (end if token == "//" else end + 2)
+            yield "comment", segment[i:stop]
+            last = skip_to = stop
+    if last < len(segment):
+        yield ("string" if quote else "code"), segment[last:]
