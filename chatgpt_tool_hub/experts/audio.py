@@ -16,6 +16,7 @@ from ..errors import ToolInputError
 from ..tools.base import ToolResult
 from . import files
 from .base import ExpertTool
+from .devices import tool_key
 from .remote import RemoteBlob, RemoteEndpoint
 from .vision import _records
 
@@ -156,6 +157,17 @@ class TextToSpeechTool(ExpertTool):
         return {**inputs, "text": text}
 
     def call_local(self, model: Any, *, text: str) -> Any:
+        tokenizer = getattr(model, "tokenizer", None)
+        if callable(tokenizer):  # a voice that has no sound for any character of the text (VITS drops them)
+            try:
+                ids = tokenizer(text).get("input_ids")
+            except Exception:  # noqa: BLE001 - the model's own call says what is wrong
+                ids = None
+            special = set(getattr(tokenizer, "all_special_ids", None) or ())
+            if ids is not None and not [i for i in ids if i not in special]:
+                raise ToolInputError(f"this voice ({self.model}) has no sound for any character of {text[:40]!r}: "
+                                     f"write the text in the voice's language and letters (numbers as words), "
+                                     f"or set {tool_key(self.name)}_model to a voice for that language")
         return model(text)
 
     def call_remote(self, endpoint: RemoteEndpoint, *, text: str) -> Any:

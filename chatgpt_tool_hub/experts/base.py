@@ -55,7 +55,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from ..errors import ConfigError, ModelFeedbackError, ToolExecutionError, UserError
+from ..errors import ConfigError, ModelFeedbackError, ToolExecutionError, ToolInputError, UserError
 from ..loadlock import CALL_GATE
 from ..tools.base import Tool
 from . import files
@@ -64,6 +64,10 @@ from .manager import ModelManager, configured_budget, default_manager
 from .remote import RemoteEndpoint
 
 __all__ = ["ExpertTool", "open_image", "image_base64", "decode_image"]
+
+
+LONG_TEXT_CHARS = 4000  # a text input longer than this is named when a call fails (models read ~512 tokens)
+SMALL_IMAGE_PX = 8      # an image with a side shorter than this is named when a call fails
 
 
 class ExpertTool(Tool):
@@ -200,12 +204,38 @@ class ExpertTool(Tool):
                 raise ToolExecutionError(
                     f"{self.name} ran out of memory on {self._device}: set {tool_key(self.name)}_device=cpu "
                     f"or a smaller expert_memory_budget_mb") from exc
+            if step == self.call_local:
+                problem = self._input_problem(kwargs)
+                if problem:  # the input, not the model: say what to change
+                    raise ToolInputError(f"{self.name} could not use its input: {problem}") from exc
             message = f"{self.name} failed: {type(exc).__name__}: {text}"
             if step == self.call_local and isinstance(exc, (AttributeError, TypeError, KeyError, IndexError)):
                 # the usual cause: a model made for another task
                 message += (f"; check that {tool_key(self.name)}_model ({self.model}) is a model for "
                             f"the {self.task!r} task")
             raise ToolExecutionError(message) from exc
+
+    def _input_problem(self, inputs: Mapping[str, Any]) -> str | None:
+        """After a failed call: an input a model of this kind cannot take (text far longer than models of
+        this kind read, an image too small to look at), in words; None when the inputs look ordinary."""
+        kinds = self.input_kinds()
+        for name, value in inputs.items():
+            kind = kinds.get(name, "text")
+            if kind == "text" and isinstance(value, str) and len(value) > LONG_TEXT_CHARS:
+                return (f"its {name} is {len(value):,} characters long, far more than this model reads at once: "
+                        f"shorten it to a sentence or a short paragraph")
+            if kind == "image" and isinstance(value, str):
+                try:
+                    from PIL import Image
+
+                    with Image.open(value) as image:
+                        width, height = image.size
+                except Exception:  # noqa: BLE001 - not readable: that is said elsewhere
+                    continue
+                if min(width, height) < SMALL_IMAGE_PX:
+                    return (f"the image {self.rel(value)} is {width}x{height} pixels, too small for this "
+                            f"model: use an image at least {SMALL_IMAGE_PX} pixels on each side")
+        return None
 
     # ---- the model -----------------------------------------------------------------
 
@@ -326,10 +356,30 @@ def open_image(path: str | os.PathLike) -> Any:
     try:
         with Image.open(path, formats=IMAGE_FORMATS) as image:  # no EPS (Ghostscript) and the like
             check_pixels(image, os.path.basename(path))  # before decoding: decompression bombs
-            return image.convert("RGB")
+            return _as_rgb(image)
     except (UnidentifiedImageError, OSError) as exc:
-        raise ToolInputError(f"file '{os.path.basename(path)}' is not an image this tool can read "
-                             f"({type(exc).__name__})") from None
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        raise ToolInputError(f"file '{os.path.basename(path)}' is not an image this tool can read ({reason}); "
+                             f"hand over the image again, as PNG or JPEG") from None
+
+
+def _as_rgb(image: Any) -> Any:
+    """RGB, with 16-bit and float greyscale (``I;16``, ``I``, ``F``: depth maps, medical and scientific
+    images) scaled into 8 bits; a plain ``convert("RGB")`` clips everything above 255 to white."""
+    if image.mode not in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        return image.convert("RGB")
+    import numpy as np
+    from PIL import Image
+
+    values = np.asarray(image, dtype=np.float64)
+    top = float(values.max()) if values.size else 0.0
+    if image.mode.startswith("I;16") or 255 < top <= 65535:
+        values = values / 257.0  # 16-bit: 65535 -> 255
+    elif image.mode == "F" and top <= 1.0:
+        values = values * 255.0  # float in [0, 1]
+    elif top > 65535:
+        values = values * (255.0 / top)
+    return Image.fromarray(np.clip(values, 0, 255).astype(np.uint8), "L").convert("RGB")
 
 
 def image_base64(path: str | os.PathLike) -> str:

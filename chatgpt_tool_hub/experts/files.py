@@ -151,8 +151,13 @@ def read_wav(path: str | os.PathLike) -> tuple[Any, int]:
     elif width in (2, 4):
         dtype = "<i2" if width == 2 else "<i4"
         data = np.frombuffer(raw, dtype=dtype).astype(np.float32) / float(2 ** (8 * width - 1))
+    elif width == 3:  # 24-bit: three little-endian bytes per sample, sign-extended
+        triples = np.frombuffer(raw[: len(raw) - len(raw) % 3], dtype=np.uint8).reshape(-1, 3).astype(np.int32)
+        ints = triples[:, 0] | (triples[:, 1] << 8) | (triples[:, 2] << 16)
+        data = (np.where(ints >= 1 << 23, ints - (1 << 24), ints)).astype(np.float32) / float(1 << 23)
     else:
-        raise ToolInputError(f"file '{path}' uses {8 * width}-bit samples; only 8, 16 and 32-bit PCM WAV is read")
+        raise ToolInputError(f"file '{os.path.basename(str(path))}' uses {8 * width}-bit samples; 8, 16, 24 and "
+                             f"32-bit PCM WAV are read: convert it to 16-bit PCM WAV first")
     if channels > 1:
         data = data.reshape(-1, channels).mean(axis=1)
     return data, rate
@@ -180,6 +185,9 @@ def output_path(input_path: str, op: str, ext: str = "png") -> str:
     return f"{head}/{name}" if head else name
 
 
+_EXAMPLES = {"image": "image/1a2b3c4d.png", "audio": "audio/1a2b3c4d.wav", "video": "video/1a2b3c4d.mp4"}
+
+
 def resolve_input(path: Any, workspace: str | os.PathLike, kind: str = "file") -> str:
     """The absolute path of an existing file inside the workspace, or ``ToolInputError``.
 
@@ -191,7 +199,10 @@ def resolve_input(path: Any, workspace: str | os.PathLike, kind: str = "file") -
     text = str(path or "").strip().strip("'\"`").strip()
     if not text:
         raise ToolInputError(f"this tool needs the path of the {kind} file from an earlier observation, "
-                             f"e.g. image/1a2b3c4d.png")
+                             f"e.g. {_EXAMPLES.get(kind, 'files/report.pdf')}")
+    if re.match(r"(?i)^(?:https?|ftp)://", text):
+        raise ToolInputError(f"'{text[:200]}' is a URL; this tool reads files in the workspace only: have the "
+                             f"user hand the {kind} over, or download it into the workspace first")
     root = os.path.realpath(_workspace(workspace))
     if "\0" in text:  # no file has such a name (and os.path would raise ValueError on it)
         raise ToolInputError(f"file {text!r} does not exist; use a file name from an earlier observation, "

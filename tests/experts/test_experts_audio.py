@@ -101,6 +101,14 @@ def test_text_to_speech_input_checks(vits_dir, workspace):
     assert not tool.is_loaded()
 
 
+def test_a_voice_with_no_sound_for_the_text_says_so(vits_dir, workspace):
+    tool = TextToSpeechTool(model=vits_dir, device="cpu", manager=ModelManager())
+    for text in ("你好", "12345", "\U0001f600"):  # the tiny English VITS has letters only
+        with pytest.raises(ToolInputError, match="has no sound for any character.*text_to_speech_model"):
+            tool.run(text)
+    assert tool.run("hello").startswith("Spoke the text into audio/")
+
+
 def test_text_to_speech_remote_shapes(fake_endpoint, workspace):
     fake_endpoint.reply_bytes(wav_bytes(0.5, 22050), "audio/wav")
     fake_endpoint.reply_bytes(b"fLaC\x00\x00\x00\x22 not really flac", "audio/flac")

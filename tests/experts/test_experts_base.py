@@ -310,3 +310,68 @@ def test_checkpoint_size_counts_floats_at_the_load_dtype(tmp_path):
     assert loading.checkpoint_mb(str(tmp_path), dtype="float16") == pytest.approx((mb // 2 + 8) / mb)
     assert loading.checkpoint_mb(str(tmp_path), dtype="float32") == pytest.approx((mb + 8) / mb)
     assert loading.checkpoint_mb(str(tmp_path)) == (tmp_path / "model.safetensors").stat().st_size / mb
+
+
+# ---- odd inputs: what a user or a model hands over -------------------------------------------------------
+
+
+def test_sixteen_bit_and_float_images_are_scaled_not_clipped_to_white(workspace):
+    import numpy as np
+    from PIL import Image
+
+    from chatgpt_tool_hub.experts.base import open_image
+
+    deep = Image.fromarray(np.full((4, 4), 32896, dtype=np.uint16))  # half of 16 bits: mid grey
+    deep.save(workspace / "deep.png")
+    assert open_image(workspace / "deep.png").getpixel((0, 0)) == (128, 128, 128)
+    Image.fromarray(np.full((4, 4), 0.25, dtype=np.float32), "F").save(workspace / "float.tiff")
+    assert open_image(workspace / "float.tiff").getpixel((0, 0)) == (63, 63, 63)
+
+
+def test_a_broken_image_says_why_and_a_url_is_not_taken_for_a_file(workspace):
+    (workspace / "cut.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10")
+    tool = Negative(device="cpu", manager=ModelManager())
+    with pytest.raises(ToolInputError, match=r"cut\.png' is not an image this tool can read \(.+\); hand over"):
+        tool.run("cut.png")
+    with pytest.raises(ToolInputError, match="is a URL; this tool reads files in the workspace only"):
+        tool.run("https://images.test/cat.png")
+
+
+def test_an_input_a_model_cannot_take_is_named_instead_of_blaming_the_model(workspace, image_file):
+    from PIL import Image
+
+    class Fragile(Negative):
+        parameters = {"type": "object", "properties": {"image": {"type": "string"}, "question": {"type": "string"}},
+                      "required": ["image"]}
+
+        def call_local(self, model, *, image, question=""):
+            raise IndexError("index out of range in self")
+
+    tool = Fragile(device="cpu", manager=ModelManager())
+    with pytest.raises(ToolInputError, match="its question is 50,000 characters long.*shorten it"):
+        tool.run({"image": image_file, "question": "x" * 50_000})
+    Image.new("RGB", (1, 1)).save(workspace / "dot.png")
+    with pytest.raises(ToolInputError, match="dot.png is 1x1 pixels, too small"):
+        tool.run({"image": "dot.png"})
+    with pytest.raises(ToolExecutionError, match="check that image_negative_model"):  # ordinary inputs: as before
+        tool.run({"image": image_file, "question": "what?"})
+
+
+def test_wav_files_of_24_bits_are_read_and_an_empty_audio_input_shows_an_audio_example(workspace):
+    import wave
+
+    import numpy as np
+
+    from chatgpt_tool_hub.experts.files import read_wav, resolve_input
+
+    samples = np.array([0, 1 << 22, -(1 << 22), (1 << 23) - 1], dtype=np.int32)
+    raw = b"".join(int(v & 0xFFFFFF).to_bytes(3, "little") for v in samples)
+    with wave.open(str(workspace / "deep.wav"), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(3)
+        out.setframerate(8000)
+        out.writeframes(raw)
+    data, rate = read_wav(workspace / "deep.wav")
+    assert rate == 8000 and np.allclose(data, [0, 0.5, -0.5, 1.0], atol=1e-6)
+    with pytest.raises(ToolInputError, match=r"e\.g\. audio/1a2b3c4d\.wav"):
+        resolve_input("", workspace, "audio")
