@@ -152,8 +152,6 @@ class ImageToLineTool(_NoModel, ExpertTool):
 
 def load_hed_weights(tool: ExpertTool, device: str, dtype: str) -> Any:
     """The HED network of ``tool.model``: a ``.pth`` file, a folder holding ``ControlNetHED.pth``, or a hub id."""
-    from .loading import load_with
-
     setting = f"{tool_key(tool.name)}_model"
     source, filename = os.path.expanduser(tool.model), "ControlNetHED.pth"
     own_folder = os.path.isdir(source)
@@ -175,9 +173,7 @@ def load_hed_weights(tool: ExpertTool, device: str, dtype: str) -> Any:
             path = hf_hub_download(source, filename, token=token)  # a hub id: the cache, else the hub
         return annotators_hed.load_hed(path, device, args["dtype"])
 
-    device_setting = tool.device_plan.source if tool.device_plan.device else "expert_device"
-    return load_with(build, source, device=device, dtype=dtype, tool=tool.name, setting=setting,
-                     device_setting=device_setting, token=token, task=tool.name)
+    return tool.load_checkpoint(build, device, dtype, source=source, setting=setting, task=tool.name)
 
 
 class ImageToHedTool(ExpertTool):

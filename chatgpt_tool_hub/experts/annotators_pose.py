@@ -138,8 +138,6 @@ class ImageToPoseTool(ExpertTool):
     options = {"detector": "", "detector_threshold": 0.5, "keypoint_threshold": 0.3, "max_people": 10}
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token = self.hf_token
 
         def build(location: str, args: dict[str, Any]) -> Any:
@@ -149,10 +147,7 @@ class ImageToPoseTool(ExpertTool):
             model = transformers.VitPoseForPoseEstimation.from_pretrained(location, dtype=args["dtype"], token=token)
             return PoseModel(model.to(device).eval(), processor, device)
 
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-        return load_with(build, self.model, device=device, dtype=dtype, tool=self.name,
-                         setting=f"{tool_key(self.name)}_model", device_setting=device_setting, token=token,
-                         task=self.task)
+        return self.load_checkpoint(build, device, dtype)
 
     def call_remote(self, endpoint: Any, **inputs: Any) -> Any:
         return local_only(self)

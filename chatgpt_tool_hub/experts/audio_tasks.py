@@ -206,10 +206,7 @@ class AudioToAudioTool(ExpertTool):
                "max_length_ratio": 4.0, "threshold": 0.5}
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token, prefix = self.hf_token, tool_key(self.name)
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
 
         def build_vocoder(location: str, args: dict[str, Any]) -> Any:
             from transformers import SpeechT5HifiGan
@@ -228,9 +225,8 @@ class AudioToAudioTool(ExpertTool):
             extractor = transformers.AutoFeatureExtractor.from_pretrained(location, token=token)
             own = os.path.join(location, "vocoder")
             vocoder_source = own if os.path.isfile(os.path.join(own, "config.json")) else str(self.options["vocoder"])
-            vocoder = load_with(build_vocoder, vocoder_source, device=device, dtype=dtype, tool=self.name,
-                                setting=f"{prefix}_vocoder", device_setting=device_setting, token=token,
-                                task="text-to-speech")
+            vocoder = self.load_checkpoint(build_vocoder, device, dtype, source=vocoder_source,
+                                           setting=f"{prefix}_vocoder", task="text-to-speech")
             size = int(config.speaker_embedding_dim)
             configured = str(self.options["speaker_embedding"] or "").strip()
             packaged = os.path.join(location, "speaker_embedding.npy")
@@ -243,8 +239,7 @@ class AudioToAudioTool(ExpertTool):
             return VoiceConverter(model.to(device).eval(), vocoder, extractor, speaker, device,
                                   default_speaker=not configured and not os.path.isfile(packaged))
 
-        return load_with(build, self.model, device=device, dtype=dtype, tool=self.name, setting=f"{prefix}_model",
-                         device_setting=device_setting, token=token, task=self.task)
+        return self.load_checkpoint(build, device, dtype)
 
     def call_local(self, model: VoiceConverter, *, audio: str) -> Any:
         samples, rate = read_audio(audio)

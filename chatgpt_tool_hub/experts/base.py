@@ -279,15 +279,28 @@ class ExpertTool(Tool):
         """Evict this tool's model from the manager; True when it was loaded."""
         return self.is_loaded() and self.manager.evict(self.model_key)
 
+    @property
+    def device_setting(self) -> str:
+        """The setting that chose this tool's device (load errors name it)."""
+        return self.device_plan.source if self.device_plan.device else "expert_device"
+
     def load_model(self, device: str, dtype: str) -> Any:
         """Build the model object; the default is ``transformers.pipeline(self.task, ...)``."""
         from .loading import load_pipeline
 
-        prefix = tool_key(self.name)
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
         return load_pipeline(self.task, self.model, device=device, dtype=dtype, tool=self.name,
-                             setting=f"{prefix}_model", device_setting=device_setting, token=self.hf_token,
-                             **self.pipeline_kwargs)
+                             setting=f"{tool_key(self.name)}_model", device_setting=self.device_setting,
+                             token=self.hf_token, **self.pipeline_kwargs)
+
+    def load_checkpoint(self, build: Any, device: str, dtype: str, *, source: str | None = None,
+                        setting: str | None = None, task: str | None = None) -> Any:
+        """``loading.load_with(build, ...)`` for this tool: its model (or ``source``), its token, and its
+        ``<tool>_model`` (or ``setting``), device setting and task named in the errors."""
+        from .loading import load_with
+
+        return load_with(build, self.model if source is None else source, device=device, dtype=dtype,
+                         tool=self.name, setting=setting or f"{tool_key(self.name)}_model",
+                         device_setting=self.device_setting, token=self.hf_token, task=task or self.task)
 
     # ---- what subclasses implement ---------------------------------------------------
 

@@ -88,7 +88,7 @@ def load_diffusers(tool: ExpertTool, source: str, setting: str, make: Callable[[
                    device: str, dtype: str, task: str = "") -> Any:
     """Load a diffusers object with ``make(diffusers, location, torch_dtype)`` through ``loading.load_with``
     (its cache lookup and error messages naming ``setting``), moved to ``device``, progress bars off."""
-    from .loading import import_backend, load_with
+    from .loading import import_backend
 
     import_backend()
     diffusers = import_diffusers(tool.name)
@@ -102,9 +102,7 @@ def load_diffusers(tool: ExpertTool, source: str, setting: str, make: Callable[[
             made.set_progress_bar_config(disable=True)
         return made
 
-    device_setting = tool.device_plan.source if tool.device_plan.device else "expert_device"
-    return load_with(build, source, device=device, dtype=dtype, tool=tool.name, setting=setting,
-                     device_setting=device_setting, token=tool.hf_token, task=task or tool.task)
+    return tool.load_checkpoint(build, device, dtype, source=source, setting=setting, task=task or None)
 
 
 def build_pipeline(cls: Any, base: Any, **overrides: Any) -> Any:

@@ -207,7 +207,7 @@ class _ObjectInpaintTool(_OwnUnetMixin, DiffusionTool):
         return source
 
     def load_mask_model(self) -> ObjectMask:
-        from .loading import import_backend, load_with
+        from .loading import import_backend
 
         _, transformers = import_backend()
         source, _, device, dtype = self.mask_key
@@ -220,10 +220,8 @@ class _ObjectInpaintTool(_OwnUnetMixin, DiffusionTool):
             return ObjectMask(model.to(device).eval(), processor, device)
 
         def load() -> ObjectMask:
-            device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-            return load_with(build, source, device=device, dtype=dtype, tool=self.name,
-                             setting=f"{tool_key(self.name)}_mask_model", device_setting=device_setting,
-                             token=self.hf_token, task="image-segmentation")
+            return self.load_checkpoint(build, device, dtype, source=source,
+                                        setting=f"{tool_key(self.name)}_mask_model", task="image-segmentation")
 
         expected = None
         if self.manager.memory_budget_mb > 0 and not self.manager.is_loaded(self.mask_key):

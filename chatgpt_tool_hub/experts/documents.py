@@ -88,8 +88,6 @@ class DocumentQuestionAnsweringTool(ImageQuestionTool):
     question_example = "what is the total amount?"
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token = self.hf_token
 
         def build(location: str, args: dict[str, Any]) -> Any:
@@ -103,10 +101,7 @@ class DocumentQuestionAnsweringTool(ImageQuestionTool):
                 return DonutModel(model.to(device).eval(), processor, device)
             return transformers.pipeline("document-question-answering", model=location, **args)
 
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-        return load_with(build, self.model, device=device, dtype=dtype, tool=self.name,
-                         setting=f"{tool_key(self.name)}_model", device_setting=device_setting, token=token,
-                         task=self.task)
+        return self.load_checkpoint(build, device, dtype)
 
     def call_local(self, model: Any, *, image: str, question: str) -> Any:
         picture, limit = open_image(image), int(self.options["max_new_tokens"])

@@ -208,8 +208,6 @@ class SegmentByTextTool(_LabelsInput, ExpertTool):
         return bundled if os.path.isdir(bundled) else DEFAULT_DETECTOR
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token = self.hf_token
 
         def build(location: str, args: dict[str, Any]) -> Any:
@@ -219,10 +217,7 @@ class SegmentByTextTool(_LabelsInput, ExpertTool):
             model = transformers.SamModel.from_pretrained(location, dtype=args["dtype"], token=token)
             return SamSegmenter(model.to(device).eval(), processor, device)
 
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-        return load_with(build, self.model, device=device, dtype=dtype, tool=self.name,
-                         setting=f"{tool_key(self.name)}_model", device_setting=device_setting, token=token,
-                         task=self.task)
+        return self.load_checkpoint(build, device, dtype)
 
     def detect(self, picture: Any, labels: str) -> list[tuple[str, float, list[int]]]:
         """The zero-shot detector's matches, through the manager under the zero-shot tool's own key."""

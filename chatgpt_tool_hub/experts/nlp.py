@@ -107,8 +107,6 @@ class _Seq2SeqTool(ExpertTool):
         return inputs
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token = self.hf_token
 
         def build(location: str, args: dict[str, Any]) -> Any:
@@ -118,10 +116,7 @@ class _Seq2SeqTool(ExpertTool):
             model = transformers.AutoModelForSeq2SeqLM.from_pretrained(location, dtype=args["dtype"], token=token)
             return Seq2SeqModel(model.to(device).eval(), tokenizer, device)
 
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-        return load_with(build, self.model, device=device, dtype=dtype, tool=self.name,
-                         setting=f"{tool_key(self.name)}_model", device_setting=device_setting, token=token,
-                         task=self.task)
+        return self.load_checkpoint(build, device, dtype)
 
     def _length(self) -> dict[str, Any]:
         """``max_new_tokens`` from the tool's option (0: the model's own generation settings)."""

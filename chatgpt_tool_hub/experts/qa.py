@@ -134,8 +134,6 @@ class QuestionAnsweringTool(ExpertTool):
         return {"question": question, "context": context}
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token = self.hf_token
 
         def build(location: str, args: dict[str, Any]) -> Any:
@@ -146,10 +144,7 @@ class QuestionAnsweringTool(ExpertTool):
                                                                                token=token)
             return QaModel(model.to(device).eval(), tokenizer, device)
 
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-        return load_with(build, self.model, device=device, dtype=dtype, tool=self.name,
-                         setting=f"{tool_key(self.name)}_model", device_setting=device_setting, token=token,
-                         task=self.task)
+        return self.load_checkpoint(build, device, dtype)
 
     def call_local(self, model: QaModel, *, question: str, context: str) -> Any:
         most = max(1, int(self.options["max_windows"]))

@@ -154,8 +154,6 @@ class SentenceSimilarityTool(ExpertTool):
         return {"source": source, "sentences": sentences}
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token, setting = self.hf_token, f"{tool_key(self.name)}_model"
         source = self.model
         if source == self.default_model and not self.model_configured:
@@ -173,9 +171,7 @@ class SentenceSimilarityTool(ExpertTool):
             model = transformers.AutoModel.from_pretrained(location, dtype=args["dtype"], token=token)
             return SentenceEncoder(model.to(device).eval(), tokenizer, device, pooling, length)
 
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-        return load_with(build, source, device=device, dtype=dtype, tool=self.name, setting=setting,
-                         device_setting=device_setting, token=token, task=self.task)
+        return self.load_checkpoint(build, device, dtype, source=source)
 
     def call_local(self, model: SentenceEncoder, *, source: str, sentences: list[str]) -> Any:
         sizes = count_tokens(model.tokenizer, [source, *sentences])

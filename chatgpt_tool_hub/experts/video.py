@@ -14,7 +14,6 @@ from typing import Any
 
 from ..tools.base import ToolResult
 from .base import ExpertTool
-from .devices import tool_key
 from .vision import _records, _scored
 
 __all__ = ["VideoClassificationTool", "VideoClassifier", "VIDEO_PARAMETERS"]
@@ -76,8 +75,6 @@ class VideoClassificationTool(ExpertTool):
     options = {"top_k": 5}
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token = self.hf_token
 
         def build(location: str, args: dict[str, Any]) -> Any:
@@ -88,10 +85,7 @@ class VideoClassificationTool(ExpertTool):
                                                                                  token=token)
             return VideoClassifier(model.to(device).eval(), processor, device)
 
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-        return load_with(build, self.model, device=device, dtype=dtype, tool=self.name,
-                         setting=f"{tool_key(self.name)}_model", device_setting=device_setting, token=token,
-                         task=self.task)
+        return self.load_checkpoint(build, device, dtype)
 
     def call_local(self, model: Any, *, video: str) -> Any:
         from .video_io import read_frames

@@ -22,7 +22,6 @@ from typing import Any, Mapping
 from ..errors import ToolInputError
 from ..tools.base import ToolResult
 from .base import ExpertTool, image_base64, open_image
-from .devices import tool_key
 from .remote import RemoteEndpoint
 from .vision import _records
 
@@ -105,8 +104,6 @@ class VisualQuestionAnsweringTool(ImageQuestionTool):
     options = {"max_new_tokens": 20, "top_k": 1}
 
     def load_model(self, device: str, dtype: str) -> Any:
-        from .loading import load_with
-
         token = self.hf_token
 
         def build(location: str, args: dict[str, Any]) -> Any:
@@ -120,10 +117,7 @@ class VisualQuestionAnsweringTool(ImageQuestionTool):
                 return VqaModel(model.to(device).eval(), processor, device)
             return transformers.pipeline("image-text-to-text", model=location, **args)
 
-        device_setting = self.device_plan.source if self.device_plan.device else "expert_device"
-        return load_with(build, self.model, device=device, dtype=dtype, tool=self.name,
-                         setting=f"{tool_key(self.name)}_model", device_setting=device_setting, token=token,
-                         task="visual-question-answering")
+        return self.load_checkpoint(build, device, dtype, task="visual-question-answering")
 
     def call_local(self, model: Any, *, image: str, question: str) -> Any:
         picture, limit = open_image(image), int(self.options["max_new_tokens"])
