@@ -13,8 +13,9 @@ import re
 from typing import Any, Callable, Iterable, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
+from ..base import Arguments, _maybe_object
 
-__all__ = ["parse_mapping", "resolve_recipients", "split_recipients"]
+__all__ = ["parse_mapping", "resolve_recipients", "split_recipients", "message_arguments"]
 
 _SPLIT = re.compile(r"[,;，；、\n]+")
 
@@ -71,3 +72,26 @@ def resolve_recipients(value: Any, mapping: Mapping[str, list[str]], *, normalis
         else:
             found.append(address)
     return list(dict.fromkeys(found))
+
+
+def message_arguments(tool: Any, tool_input: Any, aliases: Mapping[str, tuple[str, ...]], example: str) -> Any:
+    """A message tool's arguments: a JSON object (the names models also use, such as ``recipient`` or
+    ``content``, taken for the tool's own), ``to`` as one comma-separated text, then the schema's checks."""
+    if isinstance(tool_input, Mapping):
+        arguments = dict(tool_input)
+    else:
+        arguments = _maybe_object(str(tool_input or "")) or {}
+        if not arguments:
+            raise ToolInputError(f"the {tool.name} tool takes a JSON object, e.g. {example}")
+    for name, others in aliases.items():
+        for alias in others:
+            if name not in arguments and alias in arguments:
+                arguments[name] = arguments.pop(alias)
+    to = arguments.get("to")
+    if isinstance(to, (list, tuple)):
+        arguments["to"] = ", ".join(str(t) for t in to)
+    elif isinstance(to, int) and not isinstance(to, bool):
+        arguments["to"] = str(to)
+    values, notes = tool.parameter_schema.prepare(arguments)
+    return Arguments(values, notes)
+

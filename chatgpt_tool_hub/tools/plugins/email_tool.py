@@ -26,8 +26,8 @@ from typing import Any, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ...redact import Redactor
-from ..base import Arguments, Tool, ToolResult, _maybe_object
-from ._recipients import parse_mapping, resolve_recipients
+from ..base import Tool, ToolResult
+from ._recipients import message_arguments, parse_mapping, resolve_recipients
 
 __all__ = ["EmailTool", "SECURITY_MODES", "valid_address"]
 
@@ -110,22 +110,9 @@ class EmailTool(Tool):
         return f"<EmailTool {self.name!r} {self.sender} via {self.host}:{self.port}>"
 
     def parse_arguments(self, tool_input: str | Mapping[str, Any]) -> dict[str, Any]:
-        if isinstance(tool_input, Mapping):
-            arguments = dict(tool_input)
-        else:
-            arguments = _maybe_object(str(tool_input or "")) or {}
-            if not arguments:
-                raise ToolInputError('the email tool takes a JSON object, e.g. {"to": "alice@example.com", '
-                                     '"subject": "Hello", "body": "..."}')
-        for name, aliases in (("to", ("to_addr", "recipient", "recipients", "address")),
-                              ("body", ("content", "text", "message")), ("subject", ("title",))):
-            for alias in aliases:
-                if name not in arguments and alias in arguments:
-                    arguments[name] = arguments.pop(alias)
-        if isinstance(arguments.get("to"), (list, tuple)):
-            arguments["to"] = ", ".join(str(t) for t in arguments["to"])
-        values, notes = self.parameter_schema.prepare(arguments)
-        return Arguments(values, notes)
+        return message_arguments(self, tool_input, {"to": ("to_addr", "recipient", "recipients", "address"),
+                                                    "body": ("content", "text", "message"), "subject": ("title",)},
+                                 '{"to": "alice@example.com", "subject": "Hello", "body": "..."}')
 
     def _run(self, to: str, body: str, subject: str = "", **_ignored: Any) -> str:
         recipients = resolve_recipients(to, self.nicknames, normalise=valid_address, kind="an email address",

@@ -14,9 +14,9 @@ import re
 from typing import Any, Mapping
 
 from ...errors import ToolExecutionError, ToolInputError
-from ..base import Arguments, Tool, ToolResult, _maybe_object
+from ..base import Tool, ToolResult
 from ._http import HttpSettings, fetch
-from ._recipients import parse_mapping, resolve_recipients
+from ._recipients import message_arguments, parse_mapping, resolve_recipients
 
 __all__ = ["SmsTool", "SMS_URL", "STATUS", "valid_phone"]
 
@@ -90,23 +90,9 @@ class SmsTool(Tool):
         return f"<SmsTool {self.name!r} account={self.username!r}>"
 
     def parse_arguments(self, tool_input: str | Mapping[str, Any]) -> dict[str, Any]:
-        if isinstance(tool_input, Mapping):
-            arguments = dict(tool_input)
-        else:
-            arguments = _maybe_object(str(tool_input or "")) or {}
-            if not arguments:
-                raise ToolInputError('the sms tool takes a JSON object, e.g. {"to": "13800000000", "body": "..."}')
-        for name, aliases in (("to", ("to_addr", "phone", "phones", "number", "recipient")),
-                              ("body", ("content", "text", "message"))):
-            for alias in aliases:
-                if name not in arguments and alias in arguments:
-                    arguments[name] = arguments.pop(alias)
-        if isinstance(arguments.get("to"), (list, tuple)):
-            arguments["to"] = ", ".join(str(t) for t in arguments["to"])
-        if isinstance(arguments.get("to"), int):
-            arguments["to"] = str(arguments["to"])
-        values, notes = self.parameter_schema.prepare(arguments)
-        return Arguments(values, notes)
+        return message_arguments(self, tool_input, {"to": ("to_addr", "phone", "phones", "number", "recipient"),
+                                                    "body": ("content", "text", "message")},
+                                 '{"to": "13800000000", "body": "..."}')
 
     def _run(self, to: str, body: str, **_ignored: Any) -> str:
         phones = resolve_recipients(to, self.nicknames, normalise=valid_phone,
