@@ -39,6 +39,7 @@ from typing import Any, Awaitable, Callable
 
 from ....config import SETTINGS
 from ....errors import ToolExecutionError
+from .results import _attr
 from .spec import ServerSpec, child_environment
 
 __all__ = ["MCPConnection", "Listing", "ConnectFailure", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_CALL_TIMEOUT"]
@@ -458,14 +459,6 @@ async def _paged(method: Callable[..., Awaitable[Any]], what: str, optional: boo
             raise
         log.debug("listing %s failed: %s", what, exc)
     return items
-
-
-def _attr(obj: Any, *names: str) -> Any:
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is not None:
-            return value
-    return None
 
 
 @atexit.register

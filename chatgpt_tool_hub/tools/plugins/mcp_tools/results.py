@@ -171,6 +171,7 @@ def _extension(mime: str | None, uri: str | None, kind: str) -> str:
 
 
 def _attr(obj: Any, *names: str) -> Any:
+    """The first of ``obj``'s attributes ``names`` that is set (SDK objects spell fields differently)."""
     for name in names:
         value = getattr(obj, name, None)
         if value is not None:
