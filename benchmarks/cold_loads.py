@@ -55,7 +55,7 @@ def make_workspace(folder: Path) -> tuple[str, str]:
     """A workspace with one test picture; ``(workspace, image path relative to it)``."""
     from PIL import Image, ImageDraw
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     workspace = folder / "workspace"
     picture = Image.new("RGB", (96, 64), (30, 120, 200))
@@ -82,7 +82,7 @@ def arguments(name: str, spec: dict) -> dict:
 
 def child(spec: dict) -> dict:
     """One fresh process: ``threads`` threads call cold tools at once, then each tool once more."""
-    from chatgpt_tool_hub.experts.manager import ModelManager
+    from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
     if spec.get("preimport"):  # the main thread imports transformers fully first: only the load race is left
         import transformers

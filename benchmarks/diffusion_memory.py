@@ -92,7 +92,7 @@ def load_all(tool) -> list:
 
 
 def measure(names: list[str], settings: dict, device: str, share_base: bool) -> dict:
-    from chatgpt_tool_hub.experts.manager import ModelManager
+    from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
     shared_manager, shared_objects, rows = ModelManager(), [], []
     separate_objects, separate_accounted = [], 0.0
@@ -184,7 +184,7 @@ def measure_shapes(names: list[str], dtype: str, share_base: bool) -> dict:
 def real_settings(names: list[str]) -> tuple[dict, list[str]]:
     """The default hub ids of the tools whose models are in the local cache; the tools left out."""
     from chatgpt_tool_hub.experts.diffusion_base import DEFAULT_BASE
-    from chatgpt_tool_hub.experts.loading import checkpoint_mb
+    from chatgpt_tool_hub.runtime.models.loading import checkpoint_mb
 
     settings, skipped = {"diffusion_base_model": DEFAULT_BASE}, []
     if checkpoint_mb(DEFAULT_BASE) is None:

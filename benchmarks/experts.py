@@ -45,7 +45,7 @@ from chatgpt_tool_hub.experts import EXPERT_TOOLS  # noqa: E402,F401  (the --too
 
 def cached(model: str) -> bool:
     """Whether a hub id (or folder) is on this machine: a folder, or a snapshot in the Hugging Face cache."""
-    from chatgpt_tool_hub.experts.loading import _cached_snapshot
+    from chatgpt_tool_hub.runtime.models.loading import _cached_snapshot
 
     return Path(model).expanduser().is_dir() or _cached_snapshot(model, None) is not None
 
@@ -81,7 +81,7 @@ def timed(fn) -> float:
 def bench_tool(name: str, model: str, workspace: str, device: str | None, calls: int, tiny: bool) -> dict:
     from dataclasses import replace
 
-    from chatgpt_tool_hub.experts.manager import ModelManager
+    from chatgpt_tool_hub.runtime.models.manager import ModelManager
     from chatgpt_tool_hub.experts.tiny.samples import fast_settings, sample_input
     from chatgpt_tool_hub.tools.context import pure_context
     from chatgpt_tool_hub.tools.tool_register import main_tool_register

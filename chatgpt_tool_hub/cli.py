@@ -198,10 +198,9 @@ def _close_all(tools: Sequence[Any]) -> None:
 
 def cmd_run(args) -> int:
     from .apps.context import build_context
+    from .apps.logs import guard_logs
     from .console.terminal import unknown_tool_message
     from .tools.tool_register import main_tool_register
-
-    from .apps.logs import guard_logs
 
     registry = main_tool_register
     config = _pure_config()

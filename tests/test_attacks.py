@@ -10,7 +10,7 @@ import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.testing import ScriptedLLM
-from chatgpt_tool_hub.tools.builtin import _netguard
+from chatgpt_tool_hub.runtime import netguard as _netguard
 from helpers import act, answer
 
 # ---- a page only reachable from this machine -------------------------------------------------

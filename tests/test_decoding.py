@@ -14,7 +14,7 @@ import time
 import pytest
 
 from chatgpt_tool_hub.tools.builtin.url_get import UrlGetTool
-from chatgpt_tool_hub.tools.plugins import _http
+from chatgpt_tool_hub.runtime import http as _http
 from chatgpt_tool_hub.tools.plugins.openapi import load_openapi_tools
 from service_fixtures import service_server  # noqa: F401
 

@@ -217,7 +217,7 @@ def test_action_event_has_dict_input_for_json():
 
 
 def test_budget_shared_by_engines_stops_the_run_with_a_clear_answer():
-    from chatgpt_tool_hub.engine.budget import Budget
+    from chatgpt_tool_hub.run.budget import Budget
 
     budget = Budget(max_llm_calls=1)
     llm = ScriptedLLM([act("echo", "x"), answer("never")])

@@ -18,7 +18,7 @@ LAYERS = [
     ("planner", 4),
     ("tools/builtin", 3), ("tools/plugins", 3), ("tools/subtree", 3), ("experts", 3),
     ("engine", 2),
-    ("llm", 1), ("tools/base", 1), ("tools/context", 1), ("tools/schema", 1), ("tools/signature", 1), ("tools/registry", 1), ("tools/tool_register", 1), ("tools/all_tool_list", 1), ("tools/__init__", 1),
+    ("llm", 1), ("runtime", 1), ("run", 1), ("tools/base", 1), ("tools/context", 1), ("tools/schema", 1), ("tools/signature", 1), ("tools/registry", 1), ("tools/tool_register", 1), ("tools/all_tool_list", 1), ("tools/__init__", 1),
     ("testing", 1),
     ("errors", 0), ("config", 0), ("events", 0), ("textutil", 0), ("jsontext", 0), ("redact", 0), ("loadlock", 0), ("__init__", 0),
 ]
@@ -33,6 +33,68 @@ def layer_of(rel: str) -> int:
 
 def module_rel(module: str) -> str:
     return module.replace("chatgpt_tool_hub.", "", 1).replace(".", "/")
+
+
+L3_PACKAGES = ("tools/builtin", "tools/plugins", "tools/subtree", "experts")
+GROUND = {"errors", "config", "events", "textutil", "jsontext", "redact", "loadlock"}
+
+
+def package_of(rel: str) -> str:
+    """The package a module belongs to for the sideways and private-import rules (``tools/builtin``, ``experts`` ...)."""
+    parts = rel.split("/")
+    if parts[0] == "tools" and len(parts) > 2:
+        return "tools/" + parts[1]
+    if parts[0] == "runtime" and len(parts) > 2:
+        return "runtime/" + parts[1]
+    return parts[0]
+
+
+def imported_names(path: Path) -> list[tuple[str, str]]:
+    """``(module, name)`` for each project name a module imports (``name`` is "" for ``import x``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.extend((module, a.name) for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.extend((a.name, "") for a in node.names)
+    return [(m, n) for m, n in found if m.startswith("chatgpt_tool_hub")]
+
+
+def target_of(module: str, name: str) -> str | None:
+    """The module file an import reaches: ``from pkg import submodule`` reaches the submodule."""
+    if name:
+        sub = resolve(f"{module}.{name}")
+        if sub is not None:
+            return sub
+    return resolve(module)
+
+
+def string_imports(path: Path) -> list[str]:
+    """Project modules named in string constants (``importlib.import_module("chatgpt_tool_hub.x")``,
+    lazy tables): entry points (``module:attr``) and logger names are not imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    logger_names = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                    and getattr(node.func, "attr", getattr(node.func, "id", "")) == "getLogger" for arg in node.args}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) not in logger_names and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            value = node.value
+            if value.startswith("chatgpt_tool_hub.") and " " not in value and ":" not in value:
+                found.append(value)
+    return found
+
+
+def all_modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path, str(path.relative_to(PACKAGE)).replace(".py", "")
 
 
 def imports_of(path: Path) -> list[str]:
@@ -64,8 +126,7 @@ def resolve(module: str) -> str | None:
 
 def test_imports_only_point_down():
     problems = []
-    for path in PACKAGE.rglob("*.py"):
-        rel = str(path.relative_to(PACKAGE)).replace(".py", "")
+    for path, rel in all_modules():
         mine = layer_of(rel)
         for module in imports_of(path):
             target = resolve(module)
@@ -75,6 +136,82 @@ def test_imports_only_point_down():
             if theirs > mine:
                 problems.append(f"{rel} (L{mine}) imports {target} (L{theirs})")
     assert problems == []
+
+
+def test_l3_packages_never_import_each_other():
+    """Tools, plugins, subtrees and experts share code only through lower layers (``runtime``, ``llm`` ...)."""
+    problems = []
+    for path, rel in all_modules():
+        mine = package_of(rel)
+        if mine not in L3_PACKAGES:
+            continue
+        for module, name in imported_names(path):
+            target = target_of(module, name)
+            if target is not None and package_of(target) in L3_PACKAGES and package_of(target) != mine:
+                problems.append(f"{rel} imports {target}")
+    assert problems == []
+
+
+def test_no_private_module_or_name_crosses_a_package():
+    """``_private`` modules and names are their package's own: another package imports public names."""
+    problems = []
+    for path, rel in all_modules():
+        mine = package_of(rel)
+        for module, name in imported_names(path):
+            target = target_of(module, name)
+            if target is None or package_of(target) == mine:
+                continue
+            private_module = any(part.startswith("_") and part != "__init__" for part in target.split("/"))
+            private_name = name.startswith("_") and not name.startswith("__")
+            if private_module or private_name:
+                problems.append(f"{rel} imports {target}:{name}")
+    assert problems == []
+
+
+def test_runtime_imports_only_the_ground_floor():
+    """The safety kernel sits below every user of it: errors, config, textutil ... and itself."""
+    problems = []
+    for path, rel in all_modules():
+        if not rel.startswith("runtime/"):
+            continue
+        for module, name in imported_names(path):
+            target = target_of(module, name)
+            if target is not None and not target.startswith("runtime") and target.split("/")[0] not in GROUND:
+                problems.append(f"{rel} imports {target}")
+    assert problems == []
+
+
+def test_string_imports_only_point_down():
+    """A module named in a string (lazy imports, tables) follows the same rule as an import statement."""
+    problems = []
+    for path, rel in all_modules():
+        mine = layer_of(rel)
+        for module in string_imports(path):
+            target = resolve(module)
+            if target is not None and layer_of(target) > mine:
+                problems.append(f"{rel} names {target} (L{layer_of(target)}) in a string")
+    assert problems == []
+
+
+def test_the_layer_rules_catch_what_they_forbid(tmp_path, monkeypatch):
+    """The checks above are not vacuous: a planted sideways, private and upward string import is found."""
+    fake = tmp_path / "chatgpt_tool_hub"
+    for rel, text in {
+        "tools/builtin/bad.py": "from ..plugins.summary import SummaryTool\nfrom ...runtime._hidden import x\n",
+        "tools/plugins/summary.py": "SummaryTool = 1\n",
+        "runtime/_hidden.py": "x = 1\n",
+        "runtime/up.py": "from ..tools.base import Tool\n",
+        "tools/base.py": "Tool = 1\n",
+        "llm/lazy.py": "import importlib\nimportlib.import_module('chatgpt_tool_hub.apps.factory')\n",
+        "apps/factory.py": "",
+    }.items():
+        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fake / rel).write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    for check in (test_l3_packages_never_import_each_other, test_no_private_module_or_name_crosses_a_package,
+                  test_runtime_imports_only_the_ground_floor, test_string_imports_only_point_down):
+        with pytest.raises(AssertionError):
+            check()
 
 
 def test_engine_never_imports_clients_tools_or_torch():

@@ -85,7 +85,7 @@ def test_inputs_outside_the_workspace_and_files_that_are_not_images_are_refused(
 
 
 def test_a_decompression_bomb_is_refused_before_it_is_decoded(workspace, monkeypatch):
-    import chatgpt_tool_hub.experts.files as files
+    import chatgpt_tool_hub.runtime.filenames as files
 
     source = picture(workspace, "big", size=(40, 20))
     monkeypatch.setattr(files, "MAX_INPUT_PIXELS", 100)
@@ -154,7 +154,7 @@ def test_grid_lays_images_out_in_rows_and_columns(workspace):
 
 
 def _colour_frames(workspace, name: str, fmt: str) -> str:
-    from chatgpt_tool_hub.experts.video_io import write_video
+    from chatgpt_tool_hub.runtime.video_io import write_video
 
     (workspace / "video").mkdir(exist_ok=True)
     frames = [Image.new("RGB", (32, 16), color) for color in (RED, GREEN, BLUE)]
@@ -187,7 +187,7 @@ def test_video_frames_from_an_mp4(workspace):
 
 
 def test_frames_to_gif_and_mp4_and_back(workspace):
-    from chatgpt_tool_hub.experts.video_io import read_frames, video_info
+    from chatgpt_tool_hub.runtime.video_io import read_frames, video_info
 
     names = [picture(workspace, f"f{i}", size=(32, 16), color=color, corner=color)
              for i, color in enumerate((RED, GREEN, BLUE))]

@@ -8,7 +8,7 @@ import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.engine import native
-from chatgpt_tool_hub.engine.budget import Budget
+from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.engine.loop import STOP_SEQUENCES, Engine, EngineSettings
 from chatgpt_tool_hub.errors import ConfigError, UserError
 from chatgpt_tool_hub.events import ActionEvent, ObservationEvent, ThoughtEvent

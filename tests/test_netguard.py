@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from chatgpt_tool_hub.errors import ToolInputError
-from chatgpt_tool_hub.tools.builtin._netguard import (
+from chatgpt_tool_hub.runtime.netguard import (
     BlockedURLError,
     CheckedURL,
     HostResolutionError,

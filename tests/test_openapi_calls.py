@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, unquote
 import pytest
 
 from chatgpt_tool_hub.errors import ConfigError, ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.tools.builtin._netguard import PrivateAllowList, check_url, parse_allow_private
+from chatgpt_tool_hub.runtime.netguard import PrivateAllowList, check_url, parse_allow_private
 from chatgpt_tool_hub.tools.plugins.openapi import load_openapi_tools
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openapi"

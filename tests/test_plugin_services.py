@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from chatgpt_tool_hub.errors import ConfigError, MissingKeyError, ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.tools.plugins import _http
+from chatgpt_tool_hub.runtime import http as _http
 from chatgpt_tool_hub.tools.plugins.arxiv import ArxivTool
 from chatgpt_tool_hub.tools.plugins.meteo import MeteoWeatherTool
 from chatgpt_tool_hub.tools.plugins.search import BingSearchTool, GoogleSearchTool, SearxngSearchTool

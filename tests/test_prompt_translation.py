@@ -115,7 +115,7 @@ def test_the_setting_turns_translation_off(tiny_sd, prompts, workspace):
 def test_a_controlnet_tool_translates_too(tiny_canny, prompts, workspace, tmp_path):
     from PIL import Image, ImageDraw
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     edges = Image.new("RGB", (32, 32))
     ImageDraw.Draw(edges).rectangle([6, 6, 26, 26], outline=(255, 255, 255))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.experts import files as expert_files
+from chatgpt_tool_hub.runtime import filenames as expert_files
 from chatgpt_tool_hub.tools.builtin.files import ListDirTool, ReadFileTool, WriteFileTool
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
 

@@ -214,7 +214,7 @@ def test_a_dead_parent_leaves_no_worker_or_background_child(tmp_path, leftovers)
 
 def test_kill_tree_never_leaves_a_process_stopped(tmp_path, leftovers, monkeypatch):
     """If looking for descendants fails half-way, the group is still killed, not left frozen by SIGSTOP."""
-    from chatgpt_tool_hub.tools.builtin import _sandbox
+    from chatgpt_tool_hub.runtime import sandbox as _sandbox
 
     proc = _sandbox.spawn_limited([sys.executable, "-c", _SLEEPER], cwd=tmp_path, env=_sandbox.scrubbed_env(),
                                   cpu_seconds=60)
@@ -235,7 +235,7 @@ def test_kill_tree_never_leaves_a_process_stopped(tmp_path, leftovers, monkeypat
 
 def test_a_reaped_child_is_killed_by_group_only(tmp_path, monkeypatch):
     """After wait() the pid may be someone else's: its tree is never looked for."""
-    from chatgpt_tool_hub.tools.builtin import _sandbox
+    from chatgpt_tool_hub.runtime import sandbox as _sandbox
 
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     proc.wait()

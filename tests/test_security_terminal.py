@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chatgpt_tool_hub.tools.builtin._nsfc import UNREADABLE
+from chatgpt_tool_hub.runtime.nsfc import UNREADABLE
 from chatgpt_tool_hub.tools.builtin.terminal import NSFC_RULES, nsfc_check
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "security.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
-from chatgpt_tool_hub.engine.budget import Budget
+from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.errors import UserError
 from chatgpt_tool_hub.events import ObservationEvent
 from chatgpt_tool_hub.testing import ScriptedLLM

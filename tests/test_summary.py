@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from chatgpt_tool_hub.engine.budget import Budget
+from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.errors import LLMConnectionError, ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.llm.tokens import count_tokens
 from chatgpt_tool_hub.testing import ScriptedLLM

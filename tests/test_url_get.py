@@ -350,7 +350,7 @@ def test_short_pages_are_not_summarised(server):
 
 
 def test_summaries_are_charged_to_the_run_budget(server):
-    from chatgpt_tool_hub.engine.budget import Budget
+    from chatgpt_tool_hub.run.budget import Budget
 
     budget = Budget(max_llm_calls=2)
     llm = ScriptedLLM([lambda m: "part summary"] * 50)

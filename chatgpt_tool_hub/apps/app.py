@@ -16,9 +16,9 @@ from typing import Any, AsyncIterator, Callable, Sequence
 
 from ..config import tool_prefix
 from ..engine.loop import Engine, EngineSettings, RunBudget
-from ..engine.steps import RunResult
 from ..errors import UserError
 from ..llm.base import LLM, Message
+from ..run.steps import RunResult
 from ..tools.base import Tool
 from ..tools.context import AppContext
 from .conversation import DEFAULT_SESSION, Callback, ConversationApp, FileAnnouncer, _Final

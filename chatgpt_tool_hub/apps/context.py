@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import Settings, secret_values
-from ..experts.manager import manager_for
 from ..llm.build import build_llm
 from ..redact import Redactor
+from ..runtime.models.manager import manager_for
 from ..tools.context import AppContext, HttpSettings
 from .settings import ResolvedConfig
 

@@ -24,9 +24,9 @@ from ..errors import ConfigError
 from ..llm.base import LLM
 from ..llm.build import NO_LLM_HELP, build_llm
 from ..redact import Redactor
+from ..runtime.workspace import DEFER_CREATION
 from ..textutil import strip_control
 from ..tools.base import Tool
-from ..tools.builtin._workspace import DEFER_CREATION
 from ..tools.context import AppContext
 from ..tools.registry import ToolRegistry, close_names
 from .app import App

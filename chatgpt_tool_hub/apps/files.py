@@ -34,7 +34,7 @@ _KIND_ZH = {"image": "图片", "audio": "音频"}
 def ingest_file(source: Any, workspace: str | os.PathLike, *, sampling_rate: int | None = None) -> tuple[str, str]:
     """Copy ``source`` into the workspace; returns ``(kind, relative path)``."""
     try:
-        from ..experts import files as expert_files
+        from ..runtime import filenames as expert_files
     except ImportError as exc:  # pragma: no cover - the package is part of the distribution
         raise UserError(f"file handling is unavailable: {exc}") from None
     if isinstance(source, (str, os.PathLike)):

@@ -237,7 +237,7 @@ class ScheduleStore:
 
 
 def _from_row(row: tuple) -> Schedule:
-    values = dict(zip(_COLUMNS, row))
+    values = dict(zip(_COLUMNS, row, strict=False))
     return Schedule(id=values["id"], when=values["spec"], question=values["question"],
                     session_id=values["session_id"], name=values["name"], remember=bool(values["remember"]),
                     created=values["created"], next_run=values["next_run"], last_run=values["last_run"],

@@ -249,7 +249,7 @@ class TerminalSession:
 
     def _build(self, name: str) -> Any:
         """A tool built as create_app builds them: with the session's context, its folder made on first use."""
-        from ..tools.builtin._workspace import DEFER_CREATION
+        from ..runtime.workspace import DEFER_CREATION
 
         deferred = DEFER_CREATION.set(True)
         try:

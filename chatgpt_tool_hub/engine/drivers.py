@@ -21,7 +21,7 @@ from ..errors import RunError
 from ..events import TokenEvent
 from ..llm.base import LLMResponse, StreamChunk, collect_stream
 from ..llm.stops import StopCutter
-from .budget import Budget
+from ..run.budget import Budget
 
 __all__ = ["RunBudget", "RunCancelled", "StreamFold", "interruptible", "interruptible_iter", "one", "cancellable"]
 

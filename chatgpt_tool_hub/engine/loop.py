@@ -33,14 +33,14 @@ from ..events import AnswerEvent, ErrorEvent, Event, ThoughtEvent
 from ..llm.base import LLM, LLMResponse, Message, ToolCall, acall_llm, astream_llm, call_llm, stream_llm
 from ..llm.stops import cut_at_stop
 from ..redact import Redactor
+from ..run.budget import Budget, BudgetExceeded
+from ..run.steps import ParseFailureStep, RunResult, RunState, ToolStep
 from ..tools.base import Tool, ToolContext
 from . import native
-from .budget import Budget, BudgetExceeded
-from .drivers import RunBudget, RunCancelled, StreamFold, cancellable, interruptible, interruptible_iter, one
 from .dispatch import dispatch, resolve_tool, truncate_observation
+from .drivers import RunBudget, RunCancelled, StreamFold, cancellable, interruptible, interruptible_iter, one
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts, tool_block
-from .steps import ParseFailureStep, RunResult, RunState, ToolStep
 
 __all__ = ["Engine", "EngineSettings", "truncate_observation", "STOP_SEQUENCES", "RunBudget", "RunCancelled"]
 

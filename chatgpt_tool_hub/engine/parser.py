@@ -274,7 +274,7 @@ def _markers(text: str) -> list[_Marker]:
         if kind:
             weak = bool(m.group("lst")) or not m.group("kw").isascii()
             markers.append(_Marker(kind, m.start(), m.end(), weak))
-    pairs = zip(markers, markers[1:])
+    pairs = zip(markers, markers[1:], strict=False)
     if not any(m.weak and m.kind == "final" for m in markers) and not any(
             a.kind == "action" and b.kind == "input" and (a.weak or b.weak) for a, b in pairs):
         markers = [m for m in markers if not m.weak]  # "- Action: Bob to follow up" is a note

@@ -8,9 +8,9 @@ module and class that implement it (from one table per family in
 of them is a default tool.
 
 * ``experts.base.ExpertTool`` — the base class (its docstring says how to add a tool)
-* ``experts.manager.ModelManager`` / ``default_manager()`` — lazy loads, warm models, LRU budget
+* ``runtime.models.manager.ModelManager`` / ``default_manager()`` — lazy loads, warm models, LRU budget
 * ``experts.devices`` — ``<tool>_device``, ``expert_load``, ``expert_device`` and dtype
-* ``experts.files`` — Visual ChatGPT file names inside the workspace
+* ``runtime.filenames`` — Visual ChatGPT file names inside the workspace
 * ``experts.remote`` — Hugging Face inference API endpoints
 * ``experts.tiny`` — tiny random models of every tool (``BUILDERS[name]``), for tests and benchmarks
 

@@ -28,9 +28,9 @@ import os
 from typing import Any
 
 from ..errors import ToolExecutionError
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .base import ExpertTool, open_image
-from .devices import tool_key
 from .vision import IMAGE_PARAMETERS
 
 __all__ = ["ImageToCannyTool", "ImageToLineTool", "ImageToHedTool", "ImageToScribbleTool", "ImageToNormalTool",

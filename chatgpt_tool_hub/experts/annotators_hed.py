@@ -51,7 +51,7 @@ class ControlNetHED(torch.nn.Module):
             raise ValueError("the HED network has five blocks")
         self.norm = torch.nn.Parameter(torch.zeros(1, 3, 1, 1))
         channels = 3
-        for i, (width, depth) in enumerate(zip(widths, depths), start=1):
+        for i, (width, depth) in enumerate(zip(widths, depths, strict=False), start=1):
             setattr(self, f"block{i}", _Block(channels, width, depth))
             channels = width
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .annotators import condition_result, local_only
 from .base import ExpertTool, open_image
-from .devices import tool_key
 from .vision import IMAGE_PARAMETERS, _records, _scored
 
 __all__ = ["ImageToPoseTool", "PoseModel", "openpose_points", "draw_openpose", "OPENPOSE_LIMBS",
@@ -44,7 +44,7 @@ def openpose_points(keypoints: Any, scores: Any, threshold: float,
     """The 18 OpenPose body points of one person from COCO-17 keypoints (``None`` where not found)."""
     width, height = size
     coco: list[tuple[float, float] | None] = []
-    for (x, y), score in zip(keypoints, scores):
+    for (x, y), score in zip(keypoints, scores, strict=False):
         x, y, score = float(x), float(y), float(score)
         found = score >= threshold and 0 <= x < width and 0 <= y < height and math.isfinite(x + y)
         coco.append((x, y) if found else None)
@@ -67,13 +67,13 @@ def draw_openpose(size: tuple[int, int], people: list[list[tuple[float, float] |
     canvas = Image.new("RGB", size, (0, 0, 0))
     draw = ImageDraw.Draw(canvas)
     for points in people:
-        for (a, b), color in zip(OPENPOSE_LIMBS, OPENPOSE_COLORS):
+        for (a, b), color in zip(OPENPOSE_LIMBS, OPENPOSE_COLORS, strict=False):
             start, end = points[a - 1], points[b - 1]
             if start is None or end is None:
                 continue
             draw.polygon(_limb(start, end), fill=tuple(int(c * 0.6) for c in color))
     for points in people:
-        for point, color in zip(points, OPENPOSE_COLORS):
+        for point, color in zip(points, OPENPOSE_COLORS, strict=False):
             if point is not None:
                 x, y = point
                 draw.ellipse([x - 4, y - 4, x + 4, y + 4], fill=color)
@@ -157,7 +157,7 @@ class ImageToPoseTool(ExpertTool):
         detector = str(self.options["detector"] or "").strip()
         if not detector:
             return None
-        from .loading import load_pipeline
+        from ..runtime.models.loading import load_pipeline
 
         key = (detector, "object-detection", self.device, self.dtype)
         prefix = tool_key(self.name)

@@ -13,10 +13,10 @@ import wave
 from typing import Any, Mapping
 
 from ..errors import ToolInputError
+from ..runtime import filenames as files
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
-from . import files
 from .base import ExpertTool
-from .devices import tool_key
 from .remote import RemoteBlob, RemoteEndpoint
 from .vision import _records
 

@@ -26,11 +26,11 @@ import wave
 from typing import Any
 
 from ..errors import ToolExecutionError
+from ..runtime import filenames as files
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
-from . import files
 from .audio import AUDIO_PARAMETERS, read_audio, resample, wav_seconds
 from .base import ExpertTool
-from .devices import tool_key
 from .remote import RemoteBlob
 from .vision import _records, _scored
 

@@ -57,10 +57,10 @@ from typing import Any, ClassVar, Mapping
 
 from ..errors import ConfigError, ModelFeedbackError, ToolExecutionError, ToolInputError, UserError
 from ..loadlock import CALL_GATE
+from ..runtime import filenames as files
+from ..runtime.models.devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool_key
+from ..runtime.models.manager import ModelManager, configured_budget, default_manager
 from ..tools.base import Tool
-from . import files
-from .devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool_key
-from .manager import ModelManager, configured_budget, default_manager
 from .remote import RemoteEndpoint
 
 __all__ = ["ExpertTool", "open_image", "image_base64", "decode_image"]
@@ -270,7 +270,7 @@ class ExpertTool(Tool):
         device, dtype, key = self.device, self.dtype, self.model_key
         expected = None
         if self.manager.memory_budget_mb > 0 and not self.manager.is_loaded(key):
-            from .loading import checkpoint_mb
+            from ..runtime.models.loading import checkpoint_mb
 
             expected = checkpoint_mb(self.model, self.hf_token, dtype)
         return self.manager.get(key, lambda: self.load_model(device, dtype), device=device, expected_mb=expected)
@@ -286,7 +286,7 @@ class ExpertTool(Tool):
 
     def load_model(self, device: str, dtype: str) -> Any:
         """Build the model object; the default is ``transformers.pipeline(self.task, ...)``."""
-        from .loading import load_pipeline
+        from ..runtime.models.loading import load_pipeline
 
         return load_pipeline(self.task, self.model, device=device, dtype=dtype, tool=self.name,
                              setting=f"{tool_key(self.name)}_model", device_setting=self.device_setting,
@@ -296,7 +296,7 @@ class ExpertTool(Tool):
                         setting: str | None = None, task: str | None = None) -> Any:
         """``loading.load_with(build, ...)`` for this tool: its model (or ``source``), its token, and its
         ``<tool>_model`` (or ``setting``), device setting and task named in the errors."""
-        from .loading import load_with
+        from ..runtime.models.loading import load_with
 
         return load_with(build, self.model if source is None else source, device=device, dtype=dtype,
                          tool=self.name, setting=setting or f"{tool_key(self.name)}_model",
@@ -340,7 +340,7 @@ class ExpertTool(Tool):
                    ext: str = "gif") -> str:
         """Save RGB frames as a video (``gif`` through Pillow, ``mp4`` through PyAV) under the chained output
         name (or a fresh ``video/{uuid}.{ext}``); returns the relative name."""
-        from .video_io import write_video
+        from ..runtime.video_io import write_video
 
         name = (files.output_path(self.rel(input_path), op, ext) if input_path
                 else files.new_path(self.workspace, "video", ext))
@@ -364,7 +364,7 @@ def open_image(path: str | os.PathLike) -> Any:
     from PIL import Image, UnidentifiedImageError
 
     from ..errors import ToolInputError
-    from .files import IMAGE_FORMATS, check_pixels
+    from ..runtime.filenames import IMAGE_FORMATS, check_pixels
 
     try:
         with Image.open(path, formats=IMAGE_FORMATS) as image:  # no EPS (Ghostscript) and the like

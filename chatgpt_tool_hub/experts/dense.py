@@ -132,12 +132,12 @@ class ImageSegmentationTool(ExpertTool):
             return f"No segments found in {source}."
         segments.sort(key=lambda s: -s[2].mean())
         colors = [PALETTE[i % len(PALETTE)] for i in range(len(segments))]
-        painted = paint_masks(picture, [(rgb, pixels) for (_, rgb), (_, _, pixels) in zip(colors, segments)],
+        painted = paint_masks(picture, [(rgb, pixels) for (_, rgb), (_, _, pixels) in zip(colors, segments, strict=False)],
                               float(self.options["alpha"]))
         limit = max(1, int(self.options["max_segments"]))
         lines = [f"Found {len(segments)} segment(s) in {source} (share of the image, colour in the segmentation "
                  f"image):"]
-        for (label, score, pixels), (color, _) in list(zip(segments, colors))[:limit]:
+        for (label, score, pixels), (color, _) in list(zip(segments, colors, strict=False))[:limit]:
             extra = f", score {score:.2f}" if score is not None else ""
             share = 100 * pixels.mean()
             lines.append(f"- {label}: {f'{share:.1f}%' if share >= 0.1 else '<0.1%'} ({color}{extra})")
@@ -146,9 +146,9 @@ class ImageSegmentationTool(ExpertTool):
         lines.append(f"Segmentation image: {self.save_image(painted, image, 'segment')}")
         colours = [ade_colour(label) for label, _, _ in segments]
         black = Image.new("RGB", picture.size, (0, 0, 0))
-        seg_map = paint_masks(black, [(rgb, pixels) for (rgb, _), (_, _, pixels) in zip(colours, segments)], 1.0)
+        seg_map = paint_masks(black, [(rgb, pixels) for (rgb, _), (_, _, pixels) in zip(colours, segments, strict=False)], 1.0)
         name = self.save_image(seg_map, image, "segmentation")
-        outside = sorted({label for (label, _, _), (_, known) in zip(segments, colours) if not known})
+        outside = sorted({label for (label, _, _), (_, known) in zip(segments, colours, strict=False) if not known})
         note = (f"; not ADE20K classes, so segmentation-to-image may not know them: {', '.join(outside)}"
                 if outside else "")
         lines.append(f"Segmentation map (ADE20K colours on black, {picture.width}x{picture.height}; the image "

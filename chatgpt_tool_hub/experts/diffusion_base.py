@@ -57,11 +57,11 @@ from ..config import SETTINGS
 from ..errors import LLMError, RunError, ToolExecutionError, ToolInputError
 from ..llm.base import call_llm
 from ..loadlock import PROCESS_LOAD_LOCK
+from ..runtime.models.devices import tool_key
+from ..runtime.models.loading import import_heavy
 from ..tools.base import DEFAULT_CONTEXT, ToolContext, ToolResult, value_of
 from .base import ExpertTool, decode_image, image_base64, open_image
-from .devices import tool_key
 from .languages import guess_language
-from .loading import import_heavy
 from .remote import RemoteBlob, RemoteEndpoint
 
 __all__ = ["DIFFUSION_HINT", "DEFAULT_BASE", "BASE_SETTING", "BASE_TASK", "import_diffusers", "DiffusionTool",
@@ -88,7 +88,7 @@ def load_diffusers(tool: ExpertTool, source: str, setting: str, make: Callable[[
                    device: str, dtype: str, task: str = "") -> Any:
     """Load a diffusers object with ``make(diffusers, location, torch_dtype)`` through ``loading.load_with``
     (its cache lookup and error messages naming ``setting``), moved to ``device``, progress bars off."""
-    from .loading import import_backend
+    from ..runtime.models.loading import import_backend
 
     import_backend()
     diffusers = import_diffusers(tool.name)
@@ -266,7 +266,7 @@ class DiffusionTool(ExpertTool):
         device, dtype = self.device, self.dtype
         expected = None
         if self.manager.memory_budget_mb > 0 and not self.manager.is_loaded(key):
-            from .loading import checkpoint_mb
+            from ..runtime.models.loading import checkpoint_mb
 
             expected = checkpoint_mb(source, self.hf_token, dtype)
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..errors import ToolExecutionError
+from ..runtime.models.devices import tool_key
 from .base import open_image
-from .devices import tool_key
 from .diffusion_base import BASE_SETTING, ImagePromptTool, import_diffusers, load_diffusers
 
 __all__ = ["ControlNetTool", "CannyToImageTool", "DepthToImageTool", "HedToImageTool", "LineToImageTool",

@@ -24,9 +24,9 @@ import os
 from typing import Any, ClassVar, Mapping
 
 from ..errors import ToolInputError
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .base import open_image
-from .devices import tool_key
 from .diffusion_base import (
     LOAD_LOCK,
     DiffusionTool,
@@ -163,7 +163,7 @@ class _ObjectInpaintTool(_OwnUnetMixin, DiffusionTool):
         keys = list((self.parameters or {}).get("properties") or {})
         if isinstance(tool_input, str) and not tool_input.strip().startswith("{") and "," in tool_input:
             parts = [p.strip() for p in tool_input.split(",", len(keys) - 1)]
-            return super().parse_arguments(dict(zip(keys, parts)))
+            return super().parse_arguments(dict(zip(keys, parts, strict=False)))
         return super().parse_arguments(tool_input)
 
     def prepare(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,7 +207,7 @@ class _ObjectInpaintTool(_OwnUnetMixin, DiffusionTool):
         return source
 
     def load_mask_model(self) -> ObjectMask:
-        from .loading import import_backend
+        from ..runtime.models.loading import import_backend
 
         _, transformers = import_backend()
         source, _, device, dtype = self.mask_key
@@ -225,7 +225,7 @@ class _ObjectInpaintTool(_OwnUnetMixin, DiffusionTool):
 
         expected = None
         if self.manager.memory_budget_mb > 0 and not self.manager.is_loaded(self.mask_key):
-            from .loading import checkpoint_mb
+            from ..runtime.models.loading import checkpoint_mb
 
             expected = checkpoint_mb(source, self.hf_token, dtype)
         return self.manager.get(self.mask_key, load, device=device, expected_mb=expected)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ToolInputError
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .base import image_base64, open_image
-from .devices import tool_key
 from .remote import RemoteEndpoint
 from .vision import _records
 from .vqa import ImageQuestionTool

@@ -21,11 +21,18 @@ import warnings
 from typing import Any, Mapping
 
 from ..errors import ConfigError, ToolInputError
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .base import open_image
-from .devices import tool_key
-from .diffusion_base import (DEFAULT_BASE, DIFFUSION_HINT, DiffusionTool, ImagePromptTool, images_of, import_diffusers,
-                             load_diffusers)
+from .diffusion_base import (
+    DEFAULT_BASE,
+    DIFFUSION_HINT,
+    DiffusionTool,
+    ImagePromptTool,
+    images_of,
+    import_diffusers,
+    load_diffusers,
+)
 from .remote import RemoteBlob, RemoteEndpoint
 
 __all__ = ["TextToImageTool", "ImageToImageTool", "TextToVideoTool", "import_diffusers", "DIFFUSION_HINT"]
@@ -197,7 +204,7 @@ class TextToVideoTool(DiffusionTool):
         return endpoint.post_json(text, self.sampling())
 
     def render(self, result: Any, *, text: str) -> str:
-        from .video_io import read_frames
+        from ..runtime.video_io import read_frames
 
         fps = max(0.1, float(self.options["fps"]))
         fmt = self.options["format"]
@@ -215,7 +222,7 @@ class TextToVideoTool(DiffusionTool):
                           value=name)
 
     def _save_remote(self, data: bytes, fmt: str) -> str:
-        from .files import new_path
+        from ..runtime.filenames import new_path
 
         ext = "gif" if data[:4] == b"GIF8" else "mp4"
         name = new_path(self.workspace, "video", ext)

@@ -21,9 +21,9 @@ import re
 from typing import Any, Mapping
 
 from ..errors import ToolExecutionError, ToolInputError
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .base import ExpertTool, image_base64, open_image
-from .devices import tool_key
 from .remote import RemoteEndpoint
 from .vision import _records, _scored, draw_boxes
 
@@ -221,7 +221,7 @@ class SegmentByTextTool(_LabelsInput, ExpertTool):
 
     def detect(self, picture: Any, labels: str) -> list[tuple[str, float, list[int]]]:
         """The zero-shot detector's matches, through the manager under the zero-shot tool's own key."""
-        from .loading import load_pipeline
+        from ..runtime.models.loading import load_pipeline
 
         detector = self.detector
         key = (detector, "zero-shot-object-detection", self.device, self.dtype)
@@ -239,7 +239,7 @@ class SegmentByTextTool(_LabelsInput, ExpertTool):
         found = self.detect(picture, labels)
         masks, quality = model(picture, [box for _, _, box in found])
         return {"objects": [(label, score, box, mask, iou) for (label, score, box), mask, iou
-                            in zip(found, masks, quality)]}
+                            in zip(found, masks, quality, strict=False)]}
 
     def call_remote(self, endpoint: RemoteEndpoint, **inputs: Any) -> Any:
         raise ToolExecutionError(f"{self.name} runs two models (a detector and SAM), only locally; unset "
@@ -261,10 +261,10 @@ class SegmentByTextTool(_LabelsInput, ExpertTool):
         colours = [PALETTE[i % len(PALETTE)] for i in range(len(objects))]
         lines = [f"Found {len(objects)} object(s) matching {labels} in {source} (boxes are [xmin, ymin, xmax, ymax] "
                  f"in pixels):"]
-        for (label, score, box, mask, quality), (colour, _) in zip(objects, colours):
+        for (label, score, box, mask, quality), (colour, _) in zip(objects, colours, strict=False):
             lines.append(f"- {label} {score:.2f} {box}, {100 * float(mask.mean()):.1f}% of the image ({colour}), "
                          f"mask quality {quality:.2f}")
-        painted = paint_masks(picture, [(rgb, o[3]) for (_, rgb), o in zip(colours, objects)],
+        painted = paint_masks(picture, [(rgb, o[3]) for (_, rgb), o in zip(colours, objects, strict=False)],
                               float(self.options["alpha"]))
         union = np.any(np.stack([o[3] for o in objects]), axis=0)
         lines.append(f"Segmentation image: {self.save_image(painted, image, 'segment')}")

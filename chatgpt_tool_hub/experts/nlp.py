@@ -29,9 +29,9 @@ import re
 from typing import Any, Mapping
 
 from ..errors import ToolInputError
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .base import ExpertTool
-from .devices import tool_key
 from .languages import Language, find_language, guess_language, language_names
 from .remote import RemoteEndpoint
 from .textio import count_tokens, cut_note, preview, split_chunks, text_argument, token_limit

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import ToolInputError
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .base import ExpertTool
-from .devices import tool_key
 from .remote import RemoteEndpoint
 from .textio import as_arguments, count_tokens, preview, text_argument, token_limit
 from .vision import _records

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ToolExecutionError, ToolInputError
+from ..runtime.models.devices import tool_key
 from ..tools.base import ToolResult
 from .base import ExpertTool
-from .devices import tool_key
 from .remote import RemoteEndpoint
 from .textio import as_arguments, count_tokens, preview, token_limit
 
@@ -195,7 +195,7 @@ class SentenceSimilarityTool(ExpertTool):
             raise ValueError(f"the model gave {len(scores)} scores for {len(sentences)} sentences")
         best = max(range(len(scores)), key=lambda i: scores[i])
         lines = [f"Similarity of each sentence to {preview(source)!r} (cosine, 1 = same meaning):",
-                 *(f"- {score:.3f}: {preview(sentence, 80)!r}" for sentence, score in zip(sentences, scores)),
+                 *(f"- {score:.3f}: {preview(sentence, 80)!r}" for sentence, score in zip(sentences, scores, strict=False)),
                  f"Closest: {preview(sentences[best], 80)!r} ({scores[best]:.3f})"]
         if note:
             lines.append(note)

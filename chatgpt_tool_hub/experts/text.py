@@ -151,7 +151,7 @@ class ZeroShotClassificationTool(_TextPipelineTool):
         if isinstance(result, dict) and "labels" in result:  # the pipeline's shape
             note = str(result.get("note") or "")
             result = [{"label": label, "score": score} for label, score in
-                      zip(result.get("labels") or [], result.get("scores") or [])]
+                      zip(result.get("labels") or [], result.get("scores") or [], strict=False)]
         scored = _scored(_records(result))
         if not scored:
             return f"The model gave no scores for the labels of {preview(text)!r}."

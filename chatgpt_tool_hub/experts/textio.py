@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from ..errors import ToolInputError
-from . import files
+from ..runtime import filenames as files
 
 __all__ = ["TEXT_FILE", "MAX_TEXT_FILE_BYTES", "text_argument", "token_limit", "count_tokens", "split_chunks",
            "preview", "cut_note", "as_arguments", "fit_tokenizer"]
@@ -87,7 +87,7 @@ def _pack(tokenizer: Any, pieces: list[str], limit: int, level: int) -> list[str
     current: list[str] = []
     used = 0
     # each piece counted with the space that joins it to the one before (" b" may be two tokens where "b" is one)
-    for piece, size in zip(pieces, count_tokens(tokenizer, [joiner + p for p in pieces])):
+    for piece, size in zip(pieces, count_tokens(tokenizer, [joiner + p for p in pieces]), strict=False):
         if size > limit and level < 2:  # a sentence longer than the limit: by words, a word: by characters
             if current:
                 chunks.append(joiner.join(current))
@@ -105,7 +105,7 @@ def _pack(tokenizer: Any, pieces: list[str], limit: int, level: int) -> list[str
     if level < 2:  # joined pieces can merge into more tokens than counted: cut such a chunk finer
         sizes = count_tokens(tokenizer, chunks)
         if any(size > limit for size in sizes):
-            return [part for chunk, size in zip(chunks, sizes)
+            return [part for chunk, size in zip(chunks, sizes, strict=False)
                     for part in ([chunk] if size <= limit else _pack(tokenizer, _smaller(chunk, level), limit,
                                                                      level + 1))]
     return chunks
@@ -130,11 +130,11 @@ def as_arguments(tool_input: Any) -> dict | None:
     """``tool_input`` as a dict when it is a mapping or the text of a JSON object, else None."""
     from collections.abc import Mapping
 
-    from ..tools.base import _maybe_object
+    from ..tools.base import maybe_object
 
     if isinstance(tool_input, Mapping):
         return dict(tool_input)
-    return _maybe_object(str(tool_input)) if isinstance(tool_input, str) else None
+    return maybe_object(str(tool_input)) if isinstance(tool_input, str) else None
 
 
 def fit_tokenizer(tokenizer: Any, config: Any = None) -> Any:

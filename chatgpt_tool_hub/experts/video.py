@@ -55,7 +55,7 @@ class VideoClassifier:
         scores = torch.softmax(logits, dim=-1)
         top = torch.topk(scores, k=min(max(1, top_k), scores.numel()))
         labels = self.model.config.id2label
-        return [{"label": str(labels.get(int(i), i)), "score": float(s)} for s, i in zip(top.values, top.indices)]
+        return [{"label": str(labels.get(int(i), i)), "score": float(s)} for s, i in zip(top.values, top.indices, strict=False)]
 
 
 class VideoClassificationTool(ExpertTool):
@@ -88,7 +88,7 @@ class VideoClassificationTool(ExpertTool):
         return self.load_checkpoint(build, device, dtype)
 
     def call_local(self, model: Any, *, video: str) -> Any:
-        from .video_io import read_frames
+        from ..runtime.video_io import read_frames
 
         frames = read_frames(video, max_frames=model.num_frames)
         return {"labels": model(frames, top_k=int(self.options["top_k"])), "frames": len(frames)}

@@ -54,7 +54,7 @@ class VqaModel:
         scores = torch.sigmoid(logits)  # ViLT is trained with a multi-label (BCE) loss
         top = torch.topk(scores, k=min(max(1, top_k), scores.numel()))
         labels = self.model.config.id2label
-        return [{"answer": str(labels.get(int(i), i)), "score": float(s)} for s, i in zip(top.values, top.indices)]
+        return [{"answer": str(labels.get(int(i), i)), "score": float(s)} for s, i in zip(top.values, top.indices, strict=False)]
 
 
 class ImageQuestionTool(ExpertTool):

@@ -37,16 +37,31 @@ import weakref
 from typing import Any, AsyncIterator, Iterator, Mapping, Sequence
 
 from ..errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError, UserError
-from .base import BaseLLM, LLMResponse, Message, StreamChunk, ToolCall, Usage
 from ..redact import Redactor
-from .openai_parts import (OPENAI_BASE_URL, StreamState, _aclose, _as_dict, _Attempt, _blank_to_none, _chain_mentions,
-                           _close, _is_openai_url, _json_body, _request, _safe_url, _Secret, _tool_calls_from,
-                           _usage_from, parse_retry_after)
-from .http_pools import pooled_async_client
-from .openai_stream import aiter_payloads, iter_payloads
-from .stops import clean_stop, cut_at_stop
 from ..textutil import has_surrogates, repair_surrogates
 from . import tokens
+from .base import BaseLLM, LLMResponse, Message, StreamChunk, ToolCall, Usage
+from .http_pools import pooled_async_client
+from .openai_parts import (
+    OPENAI_BASE_URL,
+    StreamState,
+    _aclose,
+    _as_dict,
+    _Attempt,
+    _blank_to_none,
+    _chain_mentions,
+    _close,
+    _is_openai_url,
+    _json_body,
+    _request,
+    _safe_url,
+    _Secret,
+    _tool_calls_from,
+    _usage_from,
+    parse_retry_after,
+)
+from .openai_stream import aiter_payloads, iter_payloads
+from .stops import clean_stop, cut_at_stop
 
 __all__ = ["OpenAICompatibleLLM", "MAX_STOP_SEQUENCES", "parse_retry_after"]
 

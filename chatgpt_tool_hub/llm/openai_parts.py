@@ -8,8 +8,8 @@ import asyncio
 import email.utils
 import json
 import logging
-from datetime import datetime, timezone
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 

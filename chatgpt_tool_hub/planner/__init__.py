@@ -7,8 +7,6 @@ selection mode loads its model on first use (``pip install
 "chatgpt-tool-hub[planner]"``).
 """
 
-import importlib
-import warnings
 from typing import Any
 
 from .catalog import Catalog, ModelInfo, load_catalog
@@ -35,8 +33,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PlannerApp":  # it lives with the other apps now
-        warnings.warn("chatgpt_tool_hub.planner.PlannerApp moved to chatgpt_tool_hub.apps.PlannerApp",
-                      DeprecationWarning, stacklevel=2)
-        return importlib.import_module("chatgpt_tool_hub.apps.planner").PlannerApp
+    if name == "PlannerApp":  # it lives with the other apps (an app is above the planner it runs)
+        raise AttributeError("chatgpt_tool_hub.planner.PlannerApp moved: import it as "
+                             "`from chatgpt_tool_hub import PlannerApp` (or chatgpt_tool_hub.apps.PlannerApp)")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

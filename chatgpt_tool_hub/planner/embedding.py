@@ -84,7 +84,7 @@ class Embedder:
 
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         vectors = self.embed([query, *missing])
-        for text, vector in zip(missing, vectors[1:]):
+        for text, vector in zip(missing, vectors[1:], strict=False):
             self._cache[text] = vector
         documents = torch.stack([self._cache[t] for t in texts])  # type: ignore[misc]
         return (documents @ vectors[0]).tolist()

@@ -134,7 +134,7 @@ class RequestFiles:
             return value, (None if problem is None else f"the {kind} {named!r} named in the request cannot be "
                            f"used: {problem}; {_HINT}")
         from ..errors import ModelFeedbackError
-        from ..experts.files import resolve_input
+        from ..runtime.filenames import resolve_input
 
         try:
             resolve_input(text, workspace, kind)
@@ -196,7 +196,7 @@ def _unusable(path: Path, kind: str, *, need_suffix: bool) -> str | None:
 
 def _copy_in(source: Path, kind: str, workspace: Path) -> str:
     """Copy a checked file into the workspace; returns its workspace-relative name."""
-    from ..experts import files
+    from ..runtime import filenames as files
 
     if kind == "image":
         return files.ingest_image(source, workspace)
@@ -215,7 +215,7 @@ def _probe_video(path: Path) -> None:
     if path.suffix.lower() in ANIMATED:
         from PIL import Image, UnidentifiedImageError
 
-        from ..experts.files import check_pixels
+        from ..runtime.filenames import check_pixels
 
         try:
             with Image.open(path, formats=("GIF", "WEBP", "PNG")) as image:
@@ -226,7 +226,7 @@ def _probe_video(path: Path) -> None:
     try:
         import av
     except ImportError:
-        from ..experts.video_io import VIDEO_HINT
+        from ..runtime.video_io import VIDEO_HINT
 
         raise ToolInputError(f"reading this video needs PyAV, which is not installed: {VIDEO_HINT}") from None
     try:

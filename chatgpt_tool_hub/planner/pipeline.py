@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Mapping, Sequence
 
 from ..config import SETTINGS
-from ..engine.budget import Budget
 from ..engine.prompts import PromptSet, detect_language, load_prompts
-from ..engine.steps import RunUsage
 from ..events import AnswerEvent, ErrorEvent, Event, TokenEvent
 from ..llm.base import LLM, LLMResponse, Message, Usage, call_llm, collect_stream, stream_llm
 from ..redact import Redactor
+from ..run.budget import Budget
+from ..run.steps import RunUsage
 from ..tools.base import Tool, ToolContext
 from .binding import describe_inputs, workspace_roots
 from .events import PlanEvent, SelectionEvent

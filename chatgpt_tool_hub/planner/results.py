@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..engine.steps import RunUsage, ToolStep
+from ..run.steps import RunUsage, ToolStep
 
 __all__ = ["TaskStatus", "TaskResult", "Assignment", "PlanResult", "PlannerStop"]
 

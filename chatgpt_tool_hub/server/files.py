@@ -68,7 +68,7 @@ def _decode_data_uri(url: str, max_bytes: int) -> tuple[bytes, str]:
 
 def _fetch(url: str, max_bytes: int, allow_private: bool, timeout: float = 15.0) -> tuple[bytes, str]:
     """GET an image through the SSRF guard: every hop checked and pinned, the whole fetch bounded."""
-    from ..tools.builtin._netguard import check_url, pinned_session
+    from ..runtime.netguard import check_url, pinned_session
 
     session = pinned_session()
     try:

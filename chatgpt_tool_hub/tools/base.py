@@ -211,7 +211,7 @@ class Tool:
             arguments = dict(tool_input)
         else:
             text = _as_text(tool_input)
-            parsed = _maybe_object(text)
+            parsed = maybe_object(text)
             if not text.strip() and not (single and single in schema.required):
                 arguments = {}  # no input: the parameters' defaults (a missing required one is named)
             elif parsed is not None and (not single or single in parsed
@@ -280,7 +280,7 @@ class FunctionTool(Tool):
         self.description = (description or signature.description or self.name).strip()
         self.dangerous = dangerous
         self.__doc__ = func.__doc__
-        self.parameter_schema  # normalised and checked now: a bad schema fails where the tool is made
+        _ = self.parameter_schema  # normalised and checked now: a bad schema fails where the tool is made
 
     @classmethod
     def from_definition(cls, definition: Mapping[str, Any], func: Callable[..., Any], *,
@@ -359,7 +359,7 @@ def _as_text(tool_input: Any) -> str:
     return json.dumps(tool_input, ensure_ascii=False, default=str)
 
 
-def _maybe_object(text: str) -> dict | None:
+def maybe_object(text: str) -> dict | None:
     stripped = text.strip()
     if not (stripped.startswith("{") and stripped.endswith("}")):
         return None

@@ -24,27 +24,9 @@ from typing import Any, Callable, Iterable, Mapping
 from ..config import SETTINGS, Settings, config_sources, get_typed, is_unset, secret_values
 from ..errors import ConfigError
 from ..redact import NO_REDACTION, Redactor
+from ..runtime.http import DEFAULT_TIMEOUT, HttpSettings
 
 __all__ = ["AppContext", "HttpSettings", "pure_context", "DEFAULT_TIMEOUT"]
-
-DEFAULT_TIMEOUT = 15.0
-
-
-@dataclass(frozen=True)
-class HttpSettings:
-    """``plugin_timeout`` (seconds per request, default 15) and ``proxy`` of the tools that call services."""
-
-    timeout: float = DEFAULT_TIMEOUT
-    proxy: str | None = None
-
-    @classmethod
-    def from_config(cls, settings: Mapping[str, Any]) -> "HttpSettings":
-        timeout = float(get_typed(settings, "plugin_timeout", DEFAULT_TIMEOUT))
-        return cls(timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT, proxy=get_typed(settings, "proxy", None))
-
-    def __repr__(self) -> str:  # a proxy URL may hold credentials
-        return f"HttpSettings(timeout={self.timeout:g}, proxy={'set' if self.proxy else None})"
-
 
 LLMBuilder = Callable[[Mapping[str, Any]], Any]
 

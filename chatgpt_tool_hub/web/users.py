@@ -262,7 +262,7 @@ class WebUsers:
             try:
                 resolved.relative_to(self.upload_root)
             except ValueError:
-                raise UserError(f"{Path(path).name}: only files uploaded through this page can be handed over")
+                raise UserError(f"{Path(path).name}: only files uploaded through this page can be handed over") from None
         if not resolved.is_file():
             raise UserError(f"{Path(path).name}: the uploaded file is gone; upload it again")
         return str(resolved)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chatgpt_tool_hub.experts.manager import default_manager
+from chatgpt_tool_hub.runtime.models.manager import default_manager
 from chatgpt_tool_hub.experts.tiny import (build_blip, build_blip_vqa, build_depth_anything, build_detr,
                                            build_distilbert, build_segformer, build_vit, build_vits, build_wav2vec2,
                                            build_whisper, build_yolos)
@@ -113,7 +113,7 @@ def image_file(workspace) -> str:
     """An ingested 96x64 test picture: ``image/{uuid8}.png``, relative to the workspace."""
     from PIL import Image, ImageDraw
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     picture = Image.new("RGB", (96, 64), (30, 120, 200))
     ImageDraw.Draw(picture).ellipse([20, 10, 70, 55], fill=(240, 200, 20))
@@ -124,7 +124,7 @@ def image_file(workspace) -> str:
 def audio_file(workspace) -> str:
     """An ingested 1.5 s, 22.05 kHz tone: ``audio/{uuid8}.wav`` (resampled to 16 kHz by the speech tools)."""
     np = pytest.importorskip("numpy")
-    from chatgpt_tool_hub.experts.files import ingest_audio
+    from chatgpt_tool_hub.runtime.filenames import ingest_audio
 
     rate = 22050
     t = np.arange(int(rate * 1.5)) / rate

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, UserError
-from chatgpt_tool_hub.experts import loading
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models import loading
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "cold_loads.py"
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from chatgpt_tool_hub.experts import loading
+from chatgpt_tool_hub.runtime.models import loading
 from chatgpt_tool_hub.experts.base import ExpertTool
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.loadlock import CALL_GATE
 
 torch = pytest.importorskip("torch")

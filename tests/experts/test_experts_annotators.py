@@ -13,7 +13,7 @@ import pytest
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.experts.annotators import (ImageToCannyTool, ImageToHedTool, ImageToLineTool, ImageToNormalTool,
                                                  ImageToScribbleTool)
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("PIL")
@@ -45,7 +45,7 @@ def opened(workspace, name: str):
 
 
 def ingest(picture, workspace) -> str:
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     return ingest_image(picture, workspace)
 
@@ -367,7 +367,7 @@ def test_tools_no_endpoint_serves_say_so(name, fake_endpoint, square_file):
 NO_TORCH = """
 import sys
 from PIL import Image, ImageDraw
-from chatgpt_tool_hub.experts.files import ingest_image
+from chatgpt_tool_hub.runtime.filenames import ingest_image
 from chatgpt_tool_hub.experts.annotators import ImageToCannyTool, ImageToLineTool
 picture = Image.new("RGB", (64, 48), "black")
 ImageDraw.Draw(picture).line([5, 40, 60, 8], fill="white", width=3)
@@ -488,7 +488,7 @@ def test_half_precision_on_cuda(name, square_file, workspace, tmp_path):
 
     from chatgpt_tool_hub.experts import EXPERT_TOOLS
     from chatgpt_tool_hub.experts.tiny import BUILDERS
-    from chatgpt_tool_hub.experts.video_io import write_video
+    from chatgpt_tool_hub.runtime.video_io import write_video
 
     module, cls = EXPERT_TOOLS[name]
     options = {"threshold": 0.0} if name in ("zero-shot-object-detection", "segment-by-text") else {}

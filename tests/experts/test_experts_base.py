@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from chatgpt_tool_hub.errors import ConfigError, ToolExecutionError, ToolInputError, UserError
-from chatgpt_tool_hub.experts import loading, progress
+from chatgpt_tool_hub.runtime.models import loading, progress
 from chatgpt_tool_hub.experts.base import ExpertTool, open_image
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 
 class Negative(ExpertTool):
@@ -362,7 +362,7 @@ def test_wav_files_of_24_bits_are_read_and_an_empty_audio_input_shows_an_audio_e
 
     import numpy as np
 
-    from chatgpt_tool_hub.experts.files import read_wav, resolve_input
+    from chatgpt_tool_hub.runtime.filenames import read_wav, resolve_input
 
     samples = np.array([0, 1 << 22, -(1 << 22), (1 << 23) - 1], dtype=np.int32)
     raw = b"".join(int(v & 0xFFFFFF).to_bytes(3, "little") for v in samples)

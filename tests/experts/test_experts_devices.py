@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chatgpt_tool_hub.errors import ConfigError
-from chatgpt_tool_hub.experts import devices
-from chatgpt_tool_hub.experts.devices import (DevicePlan, normalize_device, parse_load_spec, pick_dtype,
+from chatgpt_tool_hub.runtime.models import devices
+from chatgpt_tool_hub.runtime.models.devices import (DevicePlan, normalize_device, parse_load_spec, pick_dtype,
                                               plan_device, tool_key)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolInputError
 from chatgpt_tool_hub.experts import EXPERT_TOOLS, register_expert_tools
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.tables.diffusion import TOOLS
 from chatgpt_tool_hub.experts.tiny.diffusion import CONTROLNET_TOOLS
 
@@ -61,7 +61,7 @@ def edge_map(workspace, size=(48, 32)) -> str:
     import numpy as np
     from PIL import Image
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     edges = np.zeros((size[1], size[0]), dtype=np.uint8)
     edges[6, 8:40] = edges[25, 8:40] = edges[6:26, 8] = edges[6:26, 39] = 255
@@ -71,7 +71,7 @@ def edge_map(workspace, size=(48, 32)) -> str:
 def grey_image(workspace, size=(48, 32), level=128) -> str:
     from PIL import Image
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     return ingest_image(Image.new("RGB", size, (level, level, level)), workspace)
 
@@ -241,7 +241,7 @@ def test_mask_grows_by_the_padding(suite):
 
 @pytest.mark.slow
 def test_text_to_video_writes_a_gif_and_an_mp4(suite, workspace):
-    from chatgpt_tool_hub.experts.video_io import video_info
+    from chatgpt_tool_hub.runtime.video_io import video_info
 
     tool = tool_for("text-to-video", suite, num_frames=3, width=32, height=32, fps=4)
     observation = tool.run("an astronaut is walking in space")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chatgpt_tool_hub.errors import ConfigError, ToolExecutionError, UserError
-from chatgpt_tool_hub.experts.manager import ModelManager, model_bytes
+from chatgpt_tool_hub.runtime.models.manager import ModelManager, model_bytes
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -50,7 +50,7 @@ def tool_for(name: str, suite: dict, manager: ModelManager | None = None, **sett
 def picture(workspace, size=(32, 32)) -> str:
     from PIL import Image
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     return ingest_image(Image.new("RGB", size, (200, 60, 60)), workspace)
 

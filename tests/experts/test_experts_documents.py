@@ -9,7 +9,7 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.experts.documents import DocumentQuestionAnsweringTool, DonutModel
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -26,7 +26,7 @@ def donut_dir(tmp_path_factory) -> str:
 def page_file(workspace) -> str:
     from PIL import Image, ImageDraw
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     page = Image.new("RGB", (120, 160), "white")
     ImageDraw.Draw(page).text((10, 10), "INVOICE\nTOTAL 42", fill="black")

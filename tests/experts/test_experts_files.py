@@ -9,7 +9,7 @@ import wave
 import pytest
 
 from chatgpt_tool_hub.errors import ToolInputError
-from chatgpt_tool_hub.experts import files
+from chatgpt_tool_hub.runtime import filenames as files
 
 UUID = r"[0-9a-f]{8}"
 
@@ -129,7 +129,7 @@ def test_expert_tools_refuse_image_bombs_and_non_image_formats(tmp_path):
     from PIL import Image
 
     from chatgpt_tool_hub.errors import ToolInputError
-    from chatgpt_tool_hub.experts import files
+    from chatgpt_tool_hub.runtime import filenames as files
     from chatgpt_tool_hub.experts.base import open_image
 
     big = tmp_path / "bomb.png"

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 pytestmark = pytest.mark.gpu
 

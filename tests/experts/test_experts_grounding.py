@@ -10,7 +10,7 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.experts.grounding import SegmentByTextTool, ZeroShotObjectDetectionTool, parse_labels
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from chatgpt_tool_hub.experts.manager import ModelManager, default_manager, model_bytes
+from chatgpt_tool_hub.runtime.models.manager import ModelManager, default_manager, model_bytes
 
 torch = pytest.importorskip("torch")
 
@@ -392,7 +392,7 @@ def test_a_model_with_meta_tensors_is_not_cached(make):
 
 
 def test_meta_tensors_are_named():
-    from chatgpt_tool_hub.experts.manager import meta_tensors
+    from chatgpt_tool_hub.runtime.models.manager import meta_tensors
 
     assert meta_tensors(PipelineLike(linear())) == []
     assert meta_tensors(PipelineLike(meta_linear())) == ["Linear.weight", "Linear.bias"]

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.qa import QuestionAnsweringTool
 from chatgpt_tool_hub.experts.similarity import SentenceSimilarityTool, packaged_minilm, read_pooling
 from chatgpt_tool_hub.experts.text import (TextClassificationTool, TokenClassificationTool,

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.remote import RemoteBlob, RemoteEndpoint
 from chatgpt_tool_hub.experts.vision import ImageCaptioningTool, ImageClassificationTool, ObjectDetectionTool
 
@@ -105,7 +105,7 @@ def test_local_is_preferred_once_loaded(fake_endpoint, vit_dir, image_file):
 
 REMOTE_ONLY = """
 import sys
-from chatgpt_tool_hub.experts.files import ingest_image
+from chatgpt_tool_hub.runtime.filenames import ingest_image
 from chatgpt_tool_hub.experts.vision import ImageCaptioningTool
 tool = ImageCaptioningTool.from_config(image_captioning_endpoint=sys.argv[1])
 print(tool.run(sys.argv[2]))

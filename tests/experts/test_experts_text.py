@@ -8,7 +8,7 @@ import re
 import pytest
 
 from chatgpt_tool_hub.errors import ToolInputError
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.text import TextClassificationTool
 
 pytest.importorskip("torch")

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from chatgpt_tool_hub.errors import ToolInputError
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.tiny import VOCAB
 from chatgpt_tool_hub.experts.vqa import VisualQuestionAnsweringTool, VqaModel
 

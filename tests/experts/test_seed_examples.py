@@ -190,7 +190,7 @@ def test_hugginggpt_same_pose_then_describe_it_with_your_voice(settings, tmp_pat
 
 
 def test_hugginggpt_text_to_video(settings, tmp_path, monkeypatch):
-    from chatgpt_tool_hub.experts.video_io import video_info
+    from chatgpt_tool_hub.runtime.video_io import video_info
 
     plan = [{"task": "text-to-video", "id": 0, "dep": [-1], "args": {"text": "a red ball rolling on the grass"}}]
     app, llm = planner(settings, tmp_path / "ws", ["text-to-video"], plan, monkeypatch)

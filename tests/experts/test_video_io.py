@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chatgpt_tool_hub.errors import ToolInputError
-from chatgpt_tool_hub.experts.video_io import read_frames, video_info, write_video
+from chatgpt_tool_hub.runtime.video_io import read_frames, video_info, write_video
 
 PIL = pytest.importorskip("PIL.Image")
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from chatgpt_tool_hub.experts import EXPERT_TOOLS
-from chatgpt_tool_hub.experts.manager import ModelManager
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.apps import PlannerApp
 from chatgpt_tool_hub.planner import Catalog
 from chatgpt_tool_hub.planner.catalog import load_catalog
@@ -48,7 +48,7 @@ def picture(isolated_env, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from PIL import Image
 
-    from chatgpt_tool_hub.experts.files import ingest_image
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
 
     return ingest_image(Image.new("RGB", (40, 30), (200, 10, 10)), isolated_env / "workspace")
 

@@ -219,7 +219,7 @@ class Looker(Tool):
         self.seen: list[str] = []
 
     def _run(self, **arguments) -> str:
-        from chatgpt_tool_hub.experts.files import resolve_input
+        from chatgpt_tool_hub.runtime.filenames import resolve_input
 
         name = arguments[self.kind]
         path = resolve_input(name, self.workspace, self.kind)
@@ -328,7 +328,7 @@ def test_workspace_files_are_kept_and_made_up_paths_are_problems(looker):
 def test_audio_and_video_files_are_copied_by_kind(isolated_env):
     import numpy as np
 
-    from chatgpt_tool_hub.experts.files import write_wav
+    from chatgpt_tool_hub.runtime.filenames import write_wav
 
     write_wav("talk.wav", np.zeros(800, dtype=np.float32), 16000)
     Path("talk.mp3").write_bytes(b"ID3")

@@ -29,8 +29,15 @@ from .media import BUILDERS as _MEDIA
 from .text import BUILDERS as _TEXT
 from .text import build_distilbert
 from .vision import BUILDERS as _VISION
-from .vision import (build_blip, build_blip_vqa, build_depth_anything, build_detr, build_segformer, build_vit,
-                     build_yolos)
+from .vision import (
+                     build_blip,
+                     build_blip_vqa,
+                     build_depth_anything,
+                     build_detr,
+                     build_segformer,
+                     build_vit,
+                     build_yolos,
+)
 
 __all__ = ["LABELS", "VOCAB", "TEXT_VOCAB", "CHARS", "BUILDERS", "build_blip", "build_blip_vqa", "build_detr",
            "build_yolos", "build_vit", "build_segformer", "build_depth_anything", "build_wav2vec2", "build_whisper",

@@ -17,8 +17,13 @@ SOUND_LABELS = ["Speech", "Music", "Dog", "Car", "Rain", "Silence"]
 def build_wav2vec2(folder: str | Path) -> str:
     """wav2vec2 CTC speech recogniser over a hand-written letter vocab, 16 kHz."""
     import torch
-    from transformers import (Wav2Vec2Config, Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC,
-                              Wav2Vec2Processor)
+    from transformers import (
+        Wav2Vec2Config,
+        Wav2Vec2CTCTokenizer,
+        Wav2Vec2FeatureExtractor,
+        Wav2Vec2ForCTC,
+        Wav2Vec2Processor,
+    )
 
     folder = folder_of(folder)
     letters = ["<pad>", "<unk>", "|"] + CHARS[1:]
@@ -44,8 +49,14 @@ def build_whisper(folder: str | Path) -> str:
     """Whisper (the speech-recognition default's architecture): English-only, a byte-level BPE vocab of a few words,
     16 mel bins, one layer each side, 64 target positions."""
     import torch
-    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
-                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizer,
+    )
 
     folder = folder_of(folder)
     vocab = byte_bpe(folder, ["\u0120a", "\u0120cat", "\u0120dog", "\u0120the", "\u0120hello", "\u0120world"],
@@ -115,8 +126,13 @@ def build_speecht5_vc(folder: str | Path) -> str:
     ``speaker_embedding.npy`` (both where the audio-to-audio tool looks for them in a model folder)."""
     import numpy as np
     import torch
-    from transformers import SpeechT5Config, SpeechT5FeatureExtractor, SpeechT5ForSpeechToSpeech, SpeechT5HifiGan
-    from transformers import SpeechT5HifiGanConfig
+    from transformers import (
+        SpeechT5Config,
+        SpeechT5FeatureExtractor,
+        SpeechT5ForSpeechToSpeech,
+        SpeechT5HifiGan,
+        SpeechT5HifiGanConfig,
+    )
 
     folder = folder_of(folder)
     config = SpeechT5Config(hidden_size=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,

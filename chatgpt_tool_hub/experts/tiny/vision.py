@@ -132,7 +132,13 @@ def build_owlvit(folder: str | Path) -> str:
     """OWL-ViT (``OwlViTForObjectDetection``, the zero-shot detector's architecture): 1-layer CLIP text and vision
     towers, a byte-level BPE that spells the tiny vocabulary, 32x32 images (16 boxes)."""
     import torch
-    from transformers import CLIPTokenizer, OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessor, OwlViTProcessor
+    from transformers import (
+        CLIPTokenizer,
+        OwlViTConfig,
+        OwlViTForObjectDetection,
+        OwlViTImageProcessor,
+        OwlViTProcessor,
+    )
 
     folder = folder_of(folder)
     vocab = byte_bpe(folder, [w for w in VOCAB if w.isalpha()] + LABELS, ["<|startoftext|>", "<|endoftext|>"],
@@ -186,8 +192,15 @@ def build_donut(folder: str | Path) -> str:
     naver-clova-ix/donut-base-finetuned-docvqa) with a Unigram tokenizer over ``DOC_WORDS`` and the DocVQA
     task tokens, 32x32 pages."""
     import torch
-    from transformers import (DonutImageProcessor, DonutProcessor, DonutSwinConfig, MBartConfig,
-                              VisionEncoderDecoderConfig, VisionEncoderDecoderModel, XLMRobertaTokenizer)
+    from transformers import (
+        DonutImageProcessor,
+        DonutProcessor,
+        DonutSwinConfig,
+        MBartConfig,
+        VisionEncoderDecoderConfig,
+        VisionEncoderDecoderModel,
+        XLMRobertaTokenizer,
+    )
 
     folder = folder_of(folder)
     pieces = [(w, 0.0) for w in ("<s>", "<pad>", "</s>", "<unk>", "<mask>")]

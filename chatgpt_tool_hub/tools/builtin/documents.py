@@ -131,7 +131,7 @@ class DocumentTool(Tool):
         return document, digest, shown
 
     def _read_file(self, source: str) -> tuple[bytes, str]:
-        from ._workspace import Workspace
+        from ...runtime.workspace import Workspace
 
         if self._workspace is None:
             self._workspace = Workspace(self.workspace_dir, self.protected)
@@ -149,7 +149,7 @@ class DocumentTool(Tool):
         return data, shown
 
     def _fetch(self, url: str) -> tuple[bytes, str, str]:
-        from ._netguard import BlockedURLError, HostResolutionError
+        from ...runtime.netguard import BlockedURLError, HostResolutionError
         from .url_get import FetchError
 
         fetcher = _Fetcher.from_context(self.app) if self.app is not None else _Fetcher()

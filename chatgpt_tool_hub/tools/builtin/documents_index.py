@@ -141,7 +141,7 @@ class Bm25:
     def scores(self, query: str) -> list[float]:
         terms = [t for t in dict.fromkeys(_terms(query)) if t in self.idf]
         out = []
-        for counts, length in zip(self.counts, self.lengths):
+        for counts, length in zip(self.counts, self.lengths, strict=False):
             score = 0.0
             norm = self.k1 * (1 - self.b + self.b * length / (self.average or 1))
             for term in terms:

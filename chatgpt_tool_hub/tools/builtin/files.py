@@ -23,9 +23,9 @@ import os
 from typing import Any, Sequence
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
+from ...runtime.workspace import Workspace, printable
 from ..base import Tool
 from ..context import AppContext
-from ._workspace import Workspace, printable
 
 __all__ = ["ReadFileTool", "WriteFileTool", "ListDirTool"]
 

@@ -66,19 +66,19 @@ class MediaTool(Tool):
     # ---- helpers ---------------------------------------------------------------------------
 
     def resolve(self, path: Any, kind: str = "image") -> str:
-        from ...experts.files import resolve_input
+        from ...runtime.filenames import resolve_input
 
         return resolve_input(path, self.workspace, kind)
 
     def rel(self, path: str | os.PathLike) -> str:
-        from ...experts.files import relative
+        from ...runtime.filenames import relative
 
         return relative(path, self.workspace)
 
     def open(self, path: Any) -> Any:
         """The image at a workspace path (first frame of an animation), decoded after the pixel check."""
         image_module = _pillow(self.name)
-        from ...experts.files import IMAGE_FORMATS, check_pixels
+        from ...runtime.filenames import IMAGE_FORMATS, check_pixels
 
         full = self.resolve(path)
         try:
@@ -116,7 +116,7 @@ class MediaTool(Tool):
     def save(self, image: Any, source: str, op: str | None = None, ext: str = "png", pil_format: str = "PNG",
              folder: str = "image", **options: Any) -> str:
         """Save under the chained name of ``source`` (an absolute input path) in ``folder``; the relative name."""
-        from ...experts.files import output_path
+        from ...runtime.filenames import output_path
 
         name = output_path(f"{folder}/{os.path.basename(source)}", op or self.op, ext)
         target = self.workspace / name
@@ -395,7 +395,7 @@ class VideoFramesTool(MediaTool):
 
     def _run(self, video: str, count: int = 8) -> ToolResult:
         from ...errors import UserError
-        from ...experts.video_io import read_frames
+        from ...runtime.video_io import read_frames
 
         _pillow(self.name)
         source = self.resolve(video, "video")
@@ -436,8 +436,8 @@ class FramesToVideoTool(MediaTool):
 
     def _run(self, images: Any, fps: float = 8, format: str = "gif") -> ToolResult:
         from ...errors import UserError
-        from ...experts.files import output_path
-        from ...experts.video_io import write_video
+        from ...runtime.filenames import output_path
+        from ...runtime.video_io import write_video
 
         module = _pillow(self.name)
         paths = self.images(images, self.max_images)

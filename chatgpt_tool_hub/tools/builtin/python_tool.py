@@ -1,7 +1,7 @@
 """The ``python`` tool: a persistent Python process per session, like a REPL.
 
 Each session (``ToolContext.session_id``; ``"default"`` in pure mode) gets one
-worker process (``_python_worker.py``) that keeps its variables between calls.
+worker process (``python_worker.py``) that keeps its variables between calls.
 Calls in one session run one at a time; different sessions run in parallel.
 At most ``max_workers`` workers are kept (idle ones are evicted least recently
 used first); ``reset(session)``, ``close()`` and interpreter exit stop them.
@@ -51,15 +51,25 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
+from ...runtime.python_worker import EXIT_PROTOCOL_LOST, MAX_REQUEST, decode_frame, encode_frame
+from ...runtime.sandbox import (
+    OutputCollector,
+    describe_signal,
+    kill_child_tree,
+    kill_strays,
+    read_into,
+    run_sandboxed,
+    scrubbed_env,
+    spawn_limited,
+    strip_control,
+    write_some,
+)
+from ...runtime.workspace import make_folder
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
-from ._python_worker import EXIT_PROTOCOL_LOST, MAX_REQUEST, decode_frame, encode_frame
-from ._workspace import make_folder
-from ._sandbox import (OutputCollector, _read_into, _write_some, describe_signal, kill_child_tree, kill_strays,
-                       run_sandboxed, scrubbed_env, spawn_limited, strip_control)
 
 __all__ = ["PythonTool", "extract_code"]
 
-_WORKER = str(Path(__file__).with_name("_python_worker.py"))
+_WORKER = str(Path(__file__).resolve().parents[2] / "runtime" / "python_worker.py")
 _POSIX = os.name == "posix"
 _MAX_REPLY = 1 << 20
 _MAX_CODE_CHARS = MAX_REQUEST // 8  # the worker refuses requests over MAX_REQUEST bytes
@@ -276,7 +286,7 @@ class _Outcome:
 
 
 class _Worker:
-    """The parent's side of one ``_python_worker.py`` process."""
+    """The parent's side of one ``python_worker.py`` process."""
 
     def __init__(self, proc: subprocess.Popen, req_w: int, resp_r: int, out_r: int, tmpdir: str):
         self.proc, self.req_w, self.resp_r, self.out_r, self.tmpdir = proc, req_w, resp_r, out_r, tmpdir
@@ -353,10 +363,10 @@ class _Worker:
             while (remaining := deadline - time.monotonic()) > 0:
                 for key, _ in sel.select(remaining):
                     if key.data == "out":
-                        if not _read_into(key.fd, collector):
+                        if not read_into(key.fd, collector):
                             sel.unregister(key.fd)
                     elif key.data == "req":
-                        pending = _write_some(key.fd, pending)
+                        pending = write_some(key.fd, pending)
                         if not pending:
                             sel.unregister(key.fd)
                     else:
@@ -374,7 +384,7 @@ class _Worker:
                     if stop_when_empty:
                         return
                     continue
-                if not _read_into(self.out_r, collector):
+                if not read_into(self.out_r, collector):
                     return
 
     def terminate(self) -> None:

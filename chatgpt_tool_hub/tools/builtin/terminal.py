@@ -2,7 +2,7 @@
 
 Dangerous (``dangerous = True``: the app's approver is asked before every call)
 and never a default tool: a shell is the widest agency a model can get. The
-command runs through :func:`._sandbox.run_sandboxed` with ``bash`` (or
+command runs through :func:`~chatgpt_tool_hub.runtime.sandbox.run_sandboxed` with ``bash`` (or
 ``/bin/sh``) ``-c``: its whole process tree killed with ``SIGKILL`` at the wall
 timeout, and after the command ends (background jobs end with it, also those
 that left the process group with ``setsid``), stdin from ``/dev/null``, a
@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
+from ...runtime.launcher import processes
+from ...runtime.nsfc import NSFC_RULES, nsfc_check
+from ...runtime.sandbox import describe_signal, kill_tree, run_sandboxed, scrubbed_env, strip_control
+from ...runtime.workspace import make_folder
 from ..base import DEFAULT_CONTEXT, Tool
-from ._launcher import processes
-from ._nsfc import NSFC_RULES, nsfc_check
-from ._sandbox import describe_signal, kill_tree, run_sandboxed, scrubbed_env, strip_control
-from ._workspace import make_folder
 
 __all__ = ["TerminalTool", "nsfc_check", "NSFC_RULES"]
 

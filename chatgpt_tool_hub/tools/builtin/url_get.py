@@ -28,12 +28,20 @@ from urllib.parse import urljoin
 
 import requests
 
-from ...textutil import clip_text, content_type, decode_text, strip_control, text_codec
 from ...errors import ConfigError, ToolHubError
+from ...runtime.netguard import (
+    BlockedURLError,
+    CheckedURL,
+    DeadlineExceeded,
+    HostResolutionError,
+    PinnedSession,
+    check_url,
+    describe_network_error,
+    pinned_session,
+)
+from ...textutil import clip_text, content_type, decode_text, strip_control, text_codec
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 from ..context import AppContext, pure_context
-from ._netguard import (BlockedURLError, CheckedURL, DeadlineExceeded, HostResolutionError, PinnedSession,
-                        check_url, describe_network_error, pinned_session)
 
 __all__ = ["UrlGetTool", "html_to_text", "clean_text", "clip_text"]
 

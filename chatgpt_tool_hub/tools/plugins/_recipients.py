@@ -13,7 +13,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
-from ..base import Arguments, _maybe_object
+from ..base import Arguments, maybe_object
 
 __all__ = ["parse_mapping", "resolve_recipients", "split_recipients", "message_arguments"]
 
@@ -80,7 +80,7 @@ def message_arguments(tool: Any, tool_input: Any, aliases: Mapping[str, tuple[st
     if isinstance(tool_input, Mapping):
         arguments = dict(tool_input)
     else:
-        arguments = _maybe_object(str(tool_input or "")) or {}
+        arguments = maybe_object(str(tool_input or "")) or {}
         if not arguments:
             raise ToolInputError(f"the {tool.name} tool takes a JSON object, e.g. {example}")
     for name, others in aliases.items():

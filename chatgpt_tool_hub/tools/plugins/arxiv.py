@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from ...errors import ConfigError, ToolExecutionError
+from ...runtime.http import HttpSettings, clean_query, get_text, host_of, query_schema
 from ..base import Tool
-from ._http import HttpSettings, clean_query, get_text, host_of, query_schema
 
 __all__ = ["ArxivTool", "parse_feed", "SORT_BY", "SORT_ORDER"]
 

@@ -26,8 +26,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Iterable, Mapping
 
 from ...errors import ConfigError, ToolExecutionError
+from ...runtime.http import HttpSettings, get_text, host_of
 from ..base import Tool
-from ._http import HttpSettings, get_text, host_of
 
 __all__ = ["FinanceNewsTool", "FINANCE_NEWS_URL", "NewsItem", "parse_feed", "filter_words"]
 

@@ -12,8 +12,8 @@ import re
 from typing import Any, Mapping
 
 from ...errors import ToolInputError
-from ..base import Arguments, Tool, _maybe_object
-from ._http import HttpSettings, get_json
+from ...runtime.http import HttpSettings, get_json
+from ..base import Arguments, Tool, maybe_object
 
 __all__ = ["MeteoWeatherTool", "WEATHER_CODES", "describe_weather_code"]
 
@@ -93,7 +93,7 @@ class MeteoWeatherTool(Tool):
             arguments = dict(tool_input)
         else:
             text = str(tool_input or "").strip()
-            arguments = _maybe_object(text) or {"place": text}
+            arguments = maybe_object(text) or {"place": text}
         for alias in ("location", "city", "query", "input", "name"):
             if "place" not in arguments and alias in arguments:
                 arguments["place"] = arguments.pop(alias)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError, ToolExecutionError
-from ..base import Arguments, Tool, ToolResult, _maybe_object
-from ._http import HttpSettings, get_json, host_of, numbered_results
+from ...runtime.http import HttpSettings, get_json, host_of, numbered_results
+from ..base import Arguments, Tool, ToolResult, maybe_object
 
 __all__ = ["NewsApiTool", "MorningNewsTool", "NEWS_API_URL", "MORNING_NEWS_URL", "CATEGORIES"]
 
@@ -73,7 +73,7 @@ class NewsApiTool(Tool):
             arguments = dict(tool_input)
         else:
             text = str(tool_input or "").strip()
-            arguments = _maybe_object(text) or ({"query": text} if text else {})
+            arguments = maybe_object(text) or ({"query": text} if text else {})
         for alias in ("q", "keywords", "input", "text"):
             if "query" not in arguments and alias in arguments:
                 arguments["query"] = arguments.pop(alias)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from ...runtime.http import HttpSettings, clean_query, get_json, numbered_results, query_schema
 from ..base import Tool
-from ._http import HttpSettings, clean_query, get_json, numbered_results, query_schema
 
 __all__ = ["BingSearchTool", "GoogleSearchTool", "SearxngSearchTool"]
 

@@ -14,8 +14,8 @@ import re
 from typing import Any, Mapping
 
 from ...errors import ToolExecutionError, ToolInputError
+from ...runtime.http import HttpSettings, fetch
 from ..base import Tool, ToolResult
-from ._http import HttpSettings, fetch
 from ._recipients import message_arguments, parse_mapping, resolve_recipients
 
 __all__ = ["SmsTool", "SMS_URL", "STATUS", "valid_phone"]

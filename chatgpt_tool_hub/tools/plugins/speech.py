@@ -30,10 +30,10 @@ from typing import Any, Mapping
 from xml.sax.saxutils import escape, quoteattr
 
 from ...errors import ToolExecutionError, ToolInputError
-from ...experts.files import new_path, relative, resolve_input
-from ..base import Tool, ToolResult, _maybe_object
-from ._http import HttpSettings
-from ._http import request as send
+from ...runtime.filenames import new_path, relative, resolve_input
+from ...runtime.http import HttpSettings
+from ...runtime.http import request as send
+from ..base import Tool, ToolResult, maybe_object
 
 __all__ = ["SttTool", "TtsTool", "detect_language", "VOICES", "to_pcm16_mono"]
 
@@ -193,7 +193,7 @@ class SttTool(_AzureSpeech):
                    base_url=settings.get("stt_api_base_url", ""), workspace=str(context.workspace), http=context.http)
 
     def parse_arguments(self, tool_input: str | Mapping[str, Any]) -> dict[str, Any]:
-        if not isinstance(tool_input, Mapping) and _maybe_object(str(tool_input or "")) is None:
+        if not isinstance(tool_input, Mapping) and maybe_object(str(tool_input or "")) is None:
             tool_input = {"audio": str(tool_input or "").strip()}  # plain text: the file's path
         return super().parse_arguments(tool_input)
 

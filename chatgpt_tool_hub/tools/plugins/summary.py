@@ -245,7 +245,7 @@ class SummaryTool(Tool):
         return "text", text
 
     def _read_file(self, path: str, notes: list[str]) -> str:
-        from ..builtin._workspace import Workspace  # the file tools' link-safe opening
+        from ...runtime.workspace import Workspace  # the file tools' link-safe opening
 
         workspace = Workspace(self.workspace_dir)
         try:

@@ -20,9 +20,9 @@ import re
 from typing import Any, Mapping
 
 from ...errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError, ToolExecutionError, ToolInputError
-from ...experts.files import relative, resolve_input
-from ..base import Arguments, Tool, ToolResult, _maybe_object
-from ._http import HttpSettings, host_of
+from ...runtime.filenames import relative, resolve_input
+from ...runtime.http import HttpSettings, host_of
+from ..base import Arguments, Tool, ToolResult, maybe_object
 
 __all__ = ["VisualTool", "DEFAULT_BASE_URL", "DEFAULT_MODEL", "image_mime"]
 
@@ -103,7 +103,7 @@ class VisualTool(Tool):
             arguments = dict(tool_input)
         else:
             text = str(tool_input or "").strip()
-            arguments = _maybe_object(text) or self._split_text(text)
+            arguments = maybe_object(text) or self._split_text(text)
         for name, aliases in (("image", ("image_path", "image_url", "path", "url", "file")),
                               ("question", ("query", "prompt", "text"))):
             for alias in aliases:

@@ -10,8 +10,8 @@ from typing import Any, Mapping
 from urllib.parse import quote
 
 from ...errors import ToolExecutionError
+from ...runtime.http import HttpSettings, clean_query, get_json, query_schema
 from ..base import Tool
-from ._http import HttpSettings, clean_query, get_json, query_schema
 
 __all__ = ["WikipediaTool"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from ...errors import ToolExecutionError
 from ...redact import Redactor
+from ...runtime.http import HttpSettings, clean_query, fetch, query_schema
 from ..base import Tool
-from ._http import HttpSettings, clean_query, fetch, query_schema
 
 __all__ = ["WolframAlphaTool"]
 

@@ -121,7 +121,7 @@ class MCPConnection:
 
     def connect(self) -> Listing:
         """Open the session and read what the server offers; raises :class:`ConnectFailure`."""
-        from .._async_bridge import HeldContext, LoopThread
+        from ....runtime.bridge import HeldContext, LoopThread
 
         with self._lock:
             if self.closed:
@@ -268,7 +268,7 @@ class MCPConnection:
 
     def _after_failure(self, exc: BaseException, what: str, generation: int, held: Any, *, retried: bool) -> str:
         """Raise the observation for a failed request, or return why it may be sent again."""
-        from .._async_bridge import unwrap_exception
+        from ....runtime.bridge import unwrap_exception
 
         exc = unwrap_exception(exc)
         if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
@@ -361,7 +361,7 @@ class MCPConnection:
     # ---- messages ---------------------------------------------------------------------
 
     def _describe(self, exc: BaseException | None, stderr: bool = False, timeout: float | None = None) -> str:
-        from .._async_bridge import unwrap_exception
+        from ....runtime.bridge import unwrap_exception
 
         if exc is None:
             return "the connection was closed"

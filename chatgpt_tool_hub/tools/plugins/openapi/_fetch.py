@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
-from ...builtin._netguard import BlockedURLError, DeadlineExceeded, check_url, describe_network_error, pinned_session
+from ....runtime.netguard import BlockedURLError, DeadlineExceeded, check_url, describe_network_error, pinned_session
 from ....textutil import decode_text
 from ._common import bad
 

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ....errors import ConfigError
-from ...builtin._netguard import parse_allow_private
+from ....runtime.netguard import parse_allow_private
 from .._danger import DangerRule
 from . import _budget, _swagger2
 from ._auth import make_auth
@@ -208,13 +208,13 @@ def _tool(resolver: Resolver, path: str, method: str, op: dict, op_base: str, it
                        parameters=spec.parameters, method=method, path=path, server=server, params=spec.params,
                        body=spec.body, auth=credentials, **net)
     try:
-        tool.parameter_schema  # normalised and checked against the 2020-12 metaschema now
+        _ = tool.parameter_schema  # normalised and checked against the 2020-12 metaschema now
     except ConfigError:
         fixed, dropped = repair(tool.parameters)
         if not dropped:
             raise
         tool.parameters = fixed
-        tool.parameter_schema  # still invalid: the operation is left out
+        _ = tool.parameter_schema  # still invalid: the operation is left out
         log.info("OpenAPI source %s: %s %s: invalid schema keywords dropped: %s", label, method.upper(), path,
                  ", ".join(dropped[:10]))
     return tool

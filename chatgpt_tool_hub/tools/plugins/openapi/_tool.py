@@ -8,9 +8,9 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from ....errors import ToolExecutionError, ToolInputError
+from ....runtime.netguard import BlockedURLError, describe_network_error
 from ....textutil import strip_control as clean_text
 from ...base import Tool
-from ...builtin._netguard import BlockedURLError, describe_network_error
 from ._common import log
 from ._fetch import send
 from ._operations import FORM, JSON, MULTIPART, TEXT, Body, Param

@@ -34,7 +34,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from requests.utils import select_proxy
 
-from ...errors import ToolExecutionError, ToolInputError
+from ..errors import ToolExecutionError, ToolInputError
 
 __all__ = [
     "BlockedURLError",

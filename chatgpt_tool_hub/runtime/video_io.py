@@ -77,7 +77,7 @@ def read_frames(path: str | os.PathLike, max_frames: int = 16) -> list[Any]:
 def _read_animated(path: str | os.PathLike, name: str, max_frames: int) -> list[Any]:
     from PIL import Image, ImageSequence, UnidentifiedImageError
 
-    from .files import check_pixels
+    from .filenames import check_pixels
 
     try:
         with Image.open(path) as image:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import threading
 import contextlib
+import threading
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 __all__ = ["LoopThread", "HeldContext", "unwrap_exception"]

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
-from ...config import is_secret_key
-from ...errors import ToolExecutionError, ToolInputError
-from ...redact import Redactor
-from ...textutil import content_type, decode_text
-from ..context import DEFAULT_TIMEOUT, HttpSettings
+from ..config import get_typed, is_secret_key
+from ..errors import ToolExecutionError, ToolInputError
+from ..redact import Redactor
+from ..textutil import content_type, decode_text
 
 __all__ = ["HttpSettings", "HttpResponse", "RawResponse", "request", "fetch", "get_json", "get_text", "scrub", "host_of",
            "DEFAULT_TIMEOUT", "USER_AGENT", "numbered_results", "query_schema", "clean_query"]
@@ -37,6 +36,26 @@ log = logging.getLogger("chatgpt_tool_hub.tools.plugins")
 
 MAX_BYTES = 5_000_000
 USER_AGENT = "chatgpt-tool-hub/1.0 (tool engine; +https://pypi.org/project/chatgpt-tool-hub/)"
+
+
+DEFAULT_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """``plugin_timeout`` (seconds per request, default 15) and ``proxy`` of the tools that call services."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    proxy: str | None = None
+
+    @classmethod
+    def from_config(cls, settings: Mapping[str, Any]) -> "HttpSettings":
+        timeout = float(get_typed(settings, "plugin_timeout", DEFAULT_TIMEOUT))
+        return cls(timeout=timeout if timeout > 0 else DEFAULT_TIMEOUT, proxy=get_typed(settings, "proxy", None))
+
+    def __repr__(self) -> str:  # a proxy URL may hold credentials
+        return f"HttpSettings(timeout={self.timeout:g}, proxy={'set' if self.proxy else None})"
+
 
 
 @dataclass

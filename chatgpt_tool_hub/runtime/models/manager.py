@@ -47,9 +47,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping
 
-from ..config import coerce_as, get_typed
-from ..errors import ConfigError, ToolExecutionError
-from ..loadlock import CALL_GATE, PROCESS_LOAD_LOCK, ProcessLoadLock
+from ...config import coerce_as, get_typed
+from ...errors import ConfigError, ToolExecutionError
+from ...loadlock import CALL_GATE, PROCESS_LOAD_LOCK, ProcessLoadLock
 
 __all__ = ["ModelManager", "default_manager", "model_bytes", "manager_for", "configured_budget", "load_lock",
            "torch_modules", "meta_tensors", "meta_error"]

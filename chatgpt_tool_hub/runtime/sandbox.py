@@ -16,7 +16,7 @@ written in the same loop, so neither side can deadlock on a full pipe.
 ``python`` tool's per-session workers); :func:`strip_control` removes ANSI
 escape sequences and other control characters from output meant for an LLM.
 
-The limits are applied by a tiny launcher (``python -I -S _launcher.py ...``)
+The limits are applied by a tiny launcher (``python -I -S launcher.py ...``)
 instead of a ``preexec_fn``, which is not safe when the parent has threads. On
 Linux it stays as the command's supervisor, with a second process (the
 keeper) as the command's parent: both are child subreapers (orphans stay in
@@ -56,8 +56,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ...textutil import strip_control
-from ._launcher import descendants, processes
+from ..textutil import strip_control
+from .launcher import descendants, processes
 
 __all__ = ["SandboxResult", "run_sandboxed", "spawn_limited", "rlimits", "kill_group", "kill_tree",
            "kill_child_tree", "kill_strays", "release", "scrubbed_env",
@@ -189,8 +189,8 @@ def run_sandboxed(
 # The first thing a sandboxed child runs: sets the limits, then becomes the
 # command ("exec", a child subreaper), or stays as its supervisor and ends what
 # it left behind, also when the command or the application dies ("supervise",
-# Linux). See _launcher.py.
-_LAUNCHER = str(Path(__file__).with_name("_launcher.py"))
+# Linux). See launcher.py.
+_LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 _LINUX = sys.platform.startswith("linux")
 _TREE_ROUNDS = 5  # kill_tree: how often to look again for children forked while looking
 
@@ -303,11 +303,11 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
                 break  # exited; leftovers (and children holding the pipe) are handled below
             for key, _ in sel.select(min(remaining, _POLL_S)):
                 if key.data == "out":
-                    if not _read_into(out_fd, collector):
+                    if not read_into(out_fd, collector):
                         sel.unregister(out_fd)
                         out_open = False
                 else:
-                    pending = _write_some(key.fd, pending)
+                    pending = write_some(key.fd, pending)
                     if not pending:
                         sel.unregister(key.fd)
                         _close_quietly(proc.stdin)
@@ -335,7 +335,7 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
     return SandboxResult(output, proc.returncode, timed_out, truncated, time.monotonic() - started)
 
 
-def _read_into(fd: int, collector: "OutputCollector") -> bool:
+def read_into(fd: int, collector: "OutputCollector") -> bool:
     """Read what is there; False at end of file."""
     try:
         chunk = os.read(fd, _READ_CHUNK)
@@ -349,7 +349,7 @@ def _read_into(fd: int, collector: "OutputCollector") -> bool:
     return True
 
 
-def _write_some(fd: int, pending: memoryview | None) -> memoryview | None:
+def write_some(fd: int, pending: memoryview | None) -> memoryview | None:
     if not pending:
         return None
     try:
@@ -368,7 +368,7 @@ def _drain(fd: int, collector: "OutputCollector", until: float) -> None:
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while (remaining := until - time.monotonic()) > 0:
-            if sel.select(remaining) and not _read_into(fd, collector):
+            if sel.select(remaining) and not read_into(fd, collector):
                 return
 
 

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 from urllib.parse import unquote
 
-from ...errors import ToolExecutionError, ToolInputError
+from ..errors import ToolExecutionError, ToolInputError
 
 __all__ = ["Workspace", "printable", "CONFIG_NAMES", "DEFER_CREATION", "make_folder"]
 

@@ -31,8 +31,8 @@ import threading
 from importlib import import_module
 from typing import Any, Callable, Iterable
 
-from ..errors import ToolExecutionError, UserError
-from ..loadlock import CALL_GATE
+from ...errors import ToolExecutionError, UserError
+from ...loadlock import CALL_GATE
 from . import progress
 from .manager import meta_error
 

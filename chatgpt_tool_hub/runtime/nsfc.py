@@ -1,7 +1,7 @@
 """The terminal's nsfc ("not safe for computer") filter: a tripwire, not a sandbox.
 
 :func:`nsfc_check` splits a command line into simple commands with
-:mod:`._shellwords` and looks at each command word the way the shell would
+:mod:`.shellwords` and looks at each command word the way the shell would
 find it: after ``x=1`` assignments, behind wrappers (``sudo``, ``env``,
 ``timeout 5``, ``nice -n 5``, ``nohup``, ``command``, ``exec``, ``xargs``,
 ``setsid``, ``stdbuf`` …), inside ``{ …; }`` groups, ``( … )`` subshells,
@@ -22,7 +22,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from ._shellwords import Command, Word, split_commands
+from .shellwords import Command, Word, split_commands
 
 __all__ = ["nsfc_check", "NSFC_RULES"]
 

@@ -1,8 +1,8 @@
 """Run Python code the way the interactive interpreter would, call after call.
 
 Started by :mod:`chatgpt_tool_hub.tools.builtin.python_tool` as
-``python -I _python_worker.py REQ_FD RESP_FD`` (through the launcher of
-``_sandbox.py``, which sets the rlimits). One worker serves one session: the
+``python -I python_worker.py REQ_FD RESP_FD`` (through the launcher of
+``sandbox.py``, which sets the rlimits). One worker serves one session: the
 variables of one call are there in the next, like a REPL.
 
 Protocol: the parent writes a request frame on ``REQ_FD`` and the worker answers
@@ -102,7 +102,7 @@ def _text_stream(fd):
 
 
 def _restore_output(out_fds, streams):
-    for fd, saved in zip((1, 2), out_fds):
+    for fd, saved in zip((1, 2), out_fds, strict=False):
         try:
             os.dup2(saved, fd)
         except OSError:

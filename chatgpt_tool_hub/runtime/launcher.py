@@ -1,6 +1,6 @@
 """Start a command under limits: what a sandboxed child runs first.
 
-``python -I -S _launcher.py MODE LIMITS WATCH_FD COMMAND...`` sets the rlimits
+``python -I -S launcher.py MODE LIMITS WATCH_FD COMMAND...`` sets the rlimits
 in ``LIMITS`` (``RLIMIT_AS=soft:hard,RLIMIT_CPU=soft:hard,...``; ``-`` for
 none) and then, by ``MODE``:
 
@@ -33,7 +33,7 @@ none) and then, by ``MODE``:
   of the command's tree.
 
 Standard library only and no package imports: it runs with ``-I -S``. The
-parent side (``_sandbox.kill_tree``) imports :func:`processes` and
+parent side (``sandbox.kill_tree``) imports :func:`processes` and
 :func:`descendants` from this file.
 """
 

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..config import get_typed
-from ..errors import ConfigError
+from ...config import get_typed
+from ...errors import ConfigError
 
 __all__ = ["DevicePlan", "plan_device", "parse_load_spec", "normalize_device", "tool_key",
            "default_device", "pick_dtype"]
