@@ -1,13 +1,14 @@
 """Typed events a run emits (dataclasses only).
 
 ``app.stream()`` yields them and callbacks receive them. Every event has a
-``kind`` string so consumers can dispatch without isinstance checks.
+``kind`` literal, so ``Event`` is a discriminated union: consumers dispatch on
+``event.kind`` without isinstance checks, and a type checker narrows on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 __all__ = [
     "ThoughtEvent",
@@ -24,7 +25,7 @@ __all__ = [
 class ThoughtEvent:
     text: str
     depth: int = 0
-    kind: str = field(default="thought", init=False)
+    kind: Literal["thought"] = field(default="thought", init=False)
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class ActionEvent:
     tool: str
     tool_input: Any
     depth: int = 0
-    kind: str = field(default="action", init=False)
+    kind: Literal["action"] = field(default="action", init=False)
 
 
 @dataclass(frozen=True)
@@ -40,14 +41,14 @@ class ObservationEvent:
     tool: str
     observation: str
     depth: int = 0
-    kind: str = field(default="observation", init=False)
+    kind: Literal["observation"] = field(default="observation", init=False)
 
 
 @dataclass(frozen=True)
 class TokenEvent:
     text: str
     depth: int = 0
-    kind: str = field(default="token", init=False)
+    kind: Literal["token"] = field(default="token", init=False)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class AnswerEvent:
     text: str
     stopped_by: str = "answer"
     depth: int = 0
-    kind: str = field(default="answer", init=False)
+    kind: Literal["answer"] = field(default="answer", init=False)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class ErrorEvent:
     message: str
     error_type: str = ""
     depth: int = 0
-    kind: str = field(default="error", init=False)
+    kind: Literal["error"] = field(default="error", init=False)
 
 
 Event = Union[ThoughtEvent, ActionEvent, ObservationEvent, TokenEvent, AnswerEvent, ErrorEvent]

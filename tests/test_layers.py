@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "chatgpt_tool_hub"
 
 # layer of each module path prefix (relative to the package): imports only point down
 LAYERS = [
+    ("__init__", 6),  # the package root is the lazy facade over the public API: nothing inside imports it
     ("cli", 6), ("demo", 6), ("console", 6), ("server", 6), ("web", 6),
     ("apps", 5),
     ("planner", 4),
@@ -20,7 +21,7 @@ LAYERS = [
     ("engine", 2),
     ("llm", 1), ("runtime", 1), ("run", 1), ("tools/base", 1), ("tools/context", 1), ("tools/schema", 1), ("tools/signature", 1), ("tools/registry", 1), ("tools/tool_register", 1), ("tools/all_tool_list", 1), ("tools/__init__", 1),
     ("testing", 1),
-    ("errors", 0), ("config", 0), ("events", 0), ("textutil", 0), ("jsontext", 0), ("redact", 0), ("loadlock", 0), ("__init__", 0),
+    ("errors", 0), ("config", 0), ("events", 0), ("textutil", 0), ("jsontext", 0), ("redact", 0), ("loadlock", 0),
 ]
 
 
@@ -220,6 +221,30 @@ def test_engine_never_imports_clients_tools_or_torch():
         for forbidden in ("openai", "torch", "transformers", "tools.builtin", "llm.openai_client", "llm.local"):
             assert f"import {forbidden}" not in text and f"from {forbidden}" not in text \
                 and f".{forbidden} import" not in text, (path.name, forbidden)
+
+
+def test_nothing_inside_imports_the_facade():
+    """``chatgpt_tool_hub/__init__.py`` sits above everything (it names the public API lazily)."""
+    offenders = [rel for path, rel in all_modules() if rel != "__init__"
+                 for module, name in imported_names(path) if module == "chatgpt_tool_hub" and name != "__version__"]
+    assert offenders == []
+
+
+def test_the_facade_names_the_public_api_without_loading_it():
+    code = ("import sys, chatgpt_tool_hub as hub\n"
+            "assert {'AppFactory', 'App', 'PlannerApp', 'tool', 'Tool', 'ScriptedLLM', 'RunResult'} <= set(dir(hub))\n"
+            "assert 'chatgpt_tool_hub.apps' not in sys.modules\n"
+            "from chatgpt_tool_hub import AppFactory, ScriptedLLM, tool\n"
+            "from chatgpt_tool_hub.apps import AppFactory as Same\n"
+            "assert AppFactory is Same\n"
+            "app = AppFactory().create_app(llm=ScriptedLLM(['AI: hello']), no_default=True)\n"
+            "assert app.ask('hi') == 'hello'\n"
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    for name in __import__("chatgpt_tool_hub").__all__:
+        assert getattr(__import__("chatgpt_tool_hub"), name) is not None, name
 
 
 @pytest.mark.parametrize("statement", [
