@@ -31,7 +31,7 @@ _PUBLIC = {
     "ScriptedLLM": "chatgpt_tool_hub.testing",
     "RunResult": "chatgpt_tool_hub.run.steps",
     "RunUsage": "chatgpt_tool_hub.run.steps",
-    "ToolContext": "chatgpt_tool_hub.tools.base",
+    "ToolContext": "chatgpt_tool_hub.run.context",
     "parse_output": "chatgpt_tool_hub.engine.parser",
     "Action": "chatgpt_tool_hub.engine.parser",
     "Finish": "chatgpt_tool_hub.engine.parser",
@@ -60,7 +60,8 @@ if TYPE_CHECKING:
     from .events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
     from .run.steps import RunResult, RunUsage
     from .testing import ScriptedLLM
-    from .tools.base import Tool, ToolContext, ToolResult, tool
+    from .run.context import ToolContext
+    from .tools.base import Tool, ToolResult, tool
     from .tools.tool_register import main_tool_register
 
 

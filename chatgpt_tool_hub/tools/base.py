@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import ConfigError, ToolInputError
+from ..run.context import DEFAULT_CONTEXT, ToolContext
 from .schema import ParameterSchema, describe_schema, schema_types
 from .signature import signature_of
 
@@ -22,25 +22,6 @@ __all__ = ["Tool", "ToolContext", "ToolResult", "FunctionTool", "tool", "schema_
 _RESOURCE_KINDS = ("text", "image", "audio", "video")
 
 
-@dataclass(frozen=True)
-class ToolContext:
-    """What a running engine hands a tool: the session, the shared budget, the LLM.
-
-    Tools that set ``needs_context = True`` receive it as ``_run(..., context=ctx)``.
-    In pure mode (``tool.run(text)`` alone) the context is the default one.
-    """
-
-    session_id: str = "default"
-    depth: int = 0                                 # nesting depth of the engine that called the tool
-    budget: Any = None                             # engine.budget.Budget shared by a run tree, or None
-    llm: Any = None                                # the calling engine's LLM, or None
-    emit: Callable[[Any], None] | None = None      # forwards events of nested engines
-    approve: Callable[[str, Any], bool] | None = None
-    usage: Any = None                              # the run's RunUsage: tools that call an LLM add their calls
-    redactor: Any = None                           # the app's secret redactor (nested engines use it too)
-
-
-DEFAULT_CONTEXT = ToolContext()
 
 
 class ToolResult(str):
