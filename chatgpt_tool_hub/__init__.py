@@ -48,7 +48,10 @@ _PUBLIC = {
     "OutputParserError": "chatgpt_tool_hub.errors",
 }
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = ["__version__", "AppFactory", "App", "PlannerApp", "load_app", "Tool", "ToolResult", "tool",
+           "main_tool_register", "ScriptedLLM", "RunResult", "RunUsage", "ToolContext", "parse_output",
+           "Action", "Finish", "Event", "ThoughtEvent", "ActionEvent", "ObservationEvent", "TokenEvent",
+           "AnswerEvent", "ErrorEvent", "ToolHubError", "ConfigError", "UserError", "OutputParserError"]
 
 if TYPE_CHECKING:
     from .apps import load_app
@@ -58,9 +61,9 @@ if TYPE_CHECKING:
     from .engine.parser import Action, Finish, parse_output
     from .errors import ConfigError, OutputParserError, ToolHubError, UserError
     from .events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent, TokenEvent
+    from .run.context import ToolContext
     from .run.steps import RunResult, RunUsage
     from .testing import ScriptedLLM
-    from .run.context import ToolContext
     from .tools.base import Tool, ToolResult, tool
     from .tools.tool_register import main_tool_register
 

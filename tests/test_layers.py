@@ -243,8 +243,10 @@ def test_the_facade_names_the_public_api_without_loading_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
-    for name in __import__("chatgpt_tool_hub").__all__:
-        assert getattr(__import__("chatgpt_tool_hub"), name) is not None, name
+    hub = __import__("chatgpt_tool_hub")
+    assert set(hub.__all__) == {"__version__", *hub._PUBLIC}  # every lazily named object is listed, and only those
+    for name in hub.__all__:
+        assert getattr(hub, name) is not None, name
 
 
 @pytest.mark.parametrize("statement", [
