@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from . import __version__
 from .console import EventView, console_approver, make_console, print_tools
-from .errors import ConfigError, ModelFeedbackError, ToolHubError, ToolInputError
+from .errors import ConfigError, ToolHubError
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_CONFIG", "EXIT_USAGE"]
 
@@ -141,21 +141,6 @@ def _for_a_person(message: str) -> str:
     return message.strip()
 
 
-def _pure_config():
-    """The settings of a tool run alone: engine settings are never read (a bad THINK_DEPTH does not matter),
-    and the workspace is the current folder unless ``workspace_dir`` / ``WORKSPACE_DIR`` names one."""
-    from dataclasses import replace
-
-    from .apps.factory import env_prefixes
-    from .apps.settings import ENGINE_ONLY_KEYS, load_settings
-    from .tools.tool_register import main_tool_register
-
-    config = load_settings({}, tool_prefixes=env_prefixes(main_tool_register), unused=ENGINE_ONLY_KEYS)
-    if config.sources.get("workspace_dir", "default") == "default":
-        config = replace(config, values={**config.values, "workspace_dir": os.getcwd()})
-    return config
-
-
 def _workspace_note(config, workspace: Any) -> str:
     source = config.sources.get("workspace_dir", "default")
     if source == "default":
@@ -172,66 +157,45 @@ def _plugins_may_be_configured() -> bool:
     return os.path.isfile("config.json") or os.path.isfile(".env")
 
 
-def _remote_configured(config) -> bool:
-    return any(config.get(key) not in (None, "", []) for key in ("openapi_plugins", "mcp_servers"))
-
-
-def _load_remote(config, workspace: Any) -> list:
-    """The tools of the configured OpenAPI plugins and MCP servers, as ``create_app`` builds them."""
-    from .apps.factory import _remote_tools
-
-    owned: list = []
-    try:
-        return _remote_tools(config, owned, workspace=workspace)
-    except BaseException:
-        _close_all(owned)
-        raise
-
-
-def _close_all(tools: Sequence[Any]) -> None:
-    for tool in tools:
-        try:
-            tool.close()
-        except Exception:
-            pass
+# a tool run alone works in the current folder unless workspace_dir / WORKSPACE_DIR names one
+def _here() -> dict[str, Any]:
+    return {"workspace_dir": os.getcwd()}
 
 
 def cmd_run(args) -> int:
-    from .apps.context import build_context
-    from .apps.logs import guard_logs
-    from .console.terminal import unknown_tool_message
-    from .tools.tool_register import main_tool_register
+    """One tool on one input, through ``dispatch`` as an app runs it: the output is cleaned and redacted like
+    an observation; a failed call prints why on stderr and exits 1."""
+    from .apps import AppFactory
 
-    registry = main_tool_register
-    config = _pure_config()
-    context = build_context(config, registry)
-    guard_logs(context.redactor)  # the configured keys never reach a log line
-    owned: list = []
-    if registry.resolve_name(args.tool) is not None:
-        tool = registry.build(args.tool, context=context)
-        owned.append(tool)
-    else:
-        owned = _load_remote(config, context.workspace) if _remote_configured(config) else []
-        by_name = {t.name: t for t in owned}
-        tool = by_name.get(args.tool) or next((t for n, t in by_name.items() if n.lower() == args.tool.lower()),
-                                              None)
-        if tool is None:
-            _close_all(owned)
-            raise CommandError(f"configuration error: "
-                               f"{unknown_tool_message(args.tool, [*registry.get_registered_tool_names(), *by_name])}",
-                               EXIT_CONFIG)
     try:
-        output = tool.run(" ".join(args.input))
-    except ModelFeedbackError as exc:
-        message = _for_a_person(str(exc))
-        if "file" in message.lower() or "workspace" in message.lower() or "path" in message.lower():
-            message = f"{message} {_workspace_note(config, context.workspace)}"
-        raise CommandError(f"{tool.name}: {message}",
-                           EXIT_USAGE if isinstance(exc, ToolInputError) else EXIT_ERROR) from None
-    finally:
-        _close_all(owned)
-    print(output)
+        single = AppFactory().create_tool(args.tool, defaults=_here())
+    except ConfigError as exc:
+        if exc.key == "tool":
+            raise CommandError(f"configuration error: {exc} (`tool-hub tools` lists every tool)", EXIT_CONFIG) \
+                from None
+        raise
+    with single:
+        outcome = single.run(" ".join(args.input))
+    if outcome.status != "ok":
+        raise CommandError(_failure(single, outcome.error or outcome.text), EXIT_ERROR)
+    print(outcome.observation)
     return EXIT_OK
+
+
+# a failure that says one of these is about a file the tool did not find: where it looked is said too
+_ABOUT_A_MISSING_FILE = ("workspace", "does not exist", "no such file", "no file")
+
+
+def _failure(single: Any, error: str) -> str:
+    """Why a call failed, for a person: ``tool: message``, and where the workspace is when it is about files."""
+    message = _for_a_person(error)
+    prefix = f"{single.name}: "
+    if message.startswith(prefix):  # a tool that tells its failure names itself
+        message = message[len(prefix):]
+    if any(words in message.lower() for words in _ABOUT_A_MISSING_FILE):
+        stop = "" if message.endswith((".", "!", "?")) else "."
+        message = f"{message}{stop} {_workspace_note(single.config, single.context.workspace)}"
+    return f"{single.name}: {message}"
 
 
 def cmd_tools(args) -> int:
@@ -239,14 +203,13 @@ def cmd_tools(args) -> int:
 
     rows: list[tuple] = [(e.name, e.description, e.required_keys, e.default) for e in main_tool_register.entries()]
     console = make_console()
-    config = _pure_config() if _plugins_may_be_configured() else None
-    if config is None or not _remote_configured(config):
+    if not _plugins_may_be_configured():
         print_tools(console, rows)
         return EXIT_OK
-    from .apps.context import build_context
+    from .apps import AppFactory
 
     try:
-        remote = _load_remote(config, build_context(config, main_tool_register).workspace)
+        remote = AppFactory().plugin_tools(defaults=_here())
     except ToolHubError:
         print_tools(console, rows)  # the registry's tools still, then why the plugins are missing
         raise
@@ -256,7 +219,11 @@ def cmd_tools(args) -> int:
             rows.append((tool.name, f"(from {source}) {tool.description}", [], False))
         print_tools(console, rows)
     finally:
-        _close_all(remote)
+        for tool in remote:
+            try:
+                tool.close()
+            except Exception:  # noqa: BLE001 - the listing is printed; closing is best effort
+                pass
     return EXIT_OK
 
 

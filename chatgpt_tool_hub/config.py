@@ -17,10 +17,12 @@ from .errors import ConfigError
 
 __all__ = ["Setting", "SETTINGS", "Settings", "coerce", "coerce_as", "defaults", "get_typed", "is_secret_key",
            "is_unset", "set_only", "tool_prefix", "secret_values", "url_password", "config_sources", "DEFAULT_BASE_URL",
-           "TOOL_CALLING_MODES"]
+           "TOOL_CALLING_MODES", "PROXY_SCHEMES", "proxy_url"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TOOL_CALLING_MODES = ("text", "native")
+# the proxy schemes both HTTP clients take (httpx for the LLM client, requests for the tools)
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("think_depth", int, 3, "max tool calls per question, per engine"),
         Setting("request_timeout", float, 120.0, "seconds per LLM request"),
         Setting("max_retries", int, 3, "LLM request retries on 429/5xx/timeouts"),
-        Setting("proxy", str, None, "HTTP(S) proxy for the LLM client and network tools"),
+        Setting("proxy", str, None, "HTTP(S) proxy for the LLM client and network tools (host:port means "
+                "http://host:port)"),
         Setting("temperature", float, 0.0, "sampling temperature"),
         Setting("debug", bool, False, "verbose logs (never secrets)"),
         Setting("no_default", bool, False, "do not add the default tools"),
@@ -171,7 +174,7 @@ def _collect(values: Any, found: list[str], depth: int, secret: bool = False, pa
             scheme = text.lower()
             if scheme.startswith(_AUTH_SCHEMES):  # "Bearer abc": the token alone travels too
                 found.append(text.split(None, 1)[1] if " " in text else text)
-        elif (password := url_password(values)) is not None:
+        elif (password := url_password(_bare_proxy(values) if parent == "proxy" else values)) is not None:
             found.append(password)
         elif text[:1] in "[{" and len(text) < 100_000:  # a JSON list or object from the environment
             import json
@@ -180,6 +183,49 @@ def _collect(values: Any, found: list[str], depth: int, secret: bool = False, pa
                 _collect(json.loads(text), found, depth + 1)
             except ValueError:
                 pass
+
+
+def _bare_proxy(value: str) -> str:
+    """A proxy given as ``[user:password@]host:port`` as the URL it means (for finding its password)."""
+    text = value.strip()
+    return text if "://" in text else f"http://{text}"
+
+
+def proxy_url(value: Any) -> str | None:
+    """The ``proxy`` setting as a URL both HTTP clients take, or None when unset.
+
+    ``host:port`` (chatgpt-tool-hub's own example is ``127.0.0.1:7890``) means
+    ``http://host:port``. A value no client can use (another scheme, no host,
+    a port that is not a number) is a :class:`ConfigError` naming ``proxy``.
+    """
+    if is_unset(value):
+        return None
+    text = str(value).strip()
+    url = _bare_proxy(text)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is not a number from 0 to 65535
+    except ValueError:
+        problem = "its port is not a number from 0 to 65535"
+    else:
+        problem = ""
+        if parts.scheme.lower() not in PROXY_SCHEMES:
+            problem = f"the scheme {parts.scheme!r} is not one of {', '.join(PROXY_SCHEMES)}"
+        elif not parts.hostname:
+            problem = "it names no host"
+        elif any(ch.isspace() for ch in url):
+            problem = "it contains a blank"
+    if problem:
+        raise ConfigError(f"setting 'proxy' cannot be used as a proxy: {problem}; got {_shown_url(text)}. Write "
+                          f"it as http://host:port (or host:port), e.g. 127.0.0.1:7890", key="proxy")
+    return url
+
+
+def _shown_url(text: str) -> str:
+    """``text`` for an error message: cut short, a password inside never shown."""
+    password = url_password(_bare_proxy(text))
+    shown = text.replace(password, "***") if password else text
+    return repr(shown[:80])
 
 
 def config_sources(config_path: Any = None, env_file: Any = None, cwd: Any = None) -> tuple[str, ...]:
@@ -239,6 +285,8 @@ def coerce(key: str, value: Any) -> Any:
     setting = SETTINGS.get(key)
     if setting is None:
         return value
+    if key == "proxy":
+        return proxy_url(value)
     typed = coerce_as(key, value, setting.type)
     if key == "think_depth" and typed is not None and typed < 0:
         raise ConfigError("setting 'think_depth' must be >= 0", key=key)
@@ -274,6 +322,8 @@ def get_typed(kwargs: Mapping[str, Any], key: str, default: Any) -> Any:
     value = kwargs.get(key)
     if is_unset(value):
         return default
+    if key == "proxy":  # host:port, as in chatgpt-tool-hub's example, is the same proxy as http://host:port
+        return proxy_url(value)
     if default is None:
         return value
     return coerce_as(key, value, type(default))
@@ -292,8 +342,8 @@ class Settings(Mapping[str, Any]):
 
     __slots__ = ("_values", "_hidden")
 
-    def __init__(self, values: Mapping[str, Any] = (), *, hidden: frozenset[str] = frozenset()):
-        self._values = dict(values)
+    def __init__(self, values: Mapping[str, Any] | None = None, *, hidden: frozenset[str] = frozenset()):
+        self._values = dict(values or {})
         self._hidden = frozenset(hidden)
 
     def __getitem__(self, key: str) -> Any:

@@ -1,11 +1,12 @@
-"""Shared fixtures: an isolated environment per test, the local chat server, markers."""
+"""Shared fixtures: an isolated environment per test, the local chat and service servers, markers."""
 
 from __future__ import annotations
 
 import pytest
-
-from chat_server import chat_server  # noqa: F401  (fixture)
 from env_scrub import settings_environment
+
+# fixtures every test may use without importing them: chat_server; service_server, smtp_server
+pytest_plugins = ["chat_server", "service_fixtures"]
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +30,33 @@ def restore_log_levels():
     yield
     for name, level in saved.items():
         logging.getLogger(name).setLevel(level)
+
+
+# markers the default run leaves out (pyproject.toml's addopts); the summary says how many it left out
+LEFT_OUT_MARKERS = ("slow", "browser")
+_left_out = pytest.StashKey[dict]()
+
+
+def pytest_configure(config):
+    config.stash[_left_out] = dict.fromkeys(LEFT_OUT_MARKERS, 0)
+
+
+def pytest_deselected(items):
+    """Count the deselected tests that carry a left-out marker (for the hint at the end of the run)."""
+    for item in items:
+        for name in LEFT_OUT_MARKERS:
+            if item.get_closest_marker(name) is not None:
+                item.config.stash[_left_out][name] += 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say which tests the marker expression left out and how to run them, so that a run of a slow test's
+    file that collects nothing is no riddle."""
+    left = {name: count for name, count in config.stash.get(_left_out, {}).items() if count}
+    if left and config.option.markexpr and not config.option.keyword:
+        counts = ", ".join(f"{count} {name}" for name, count in left.items())
+        terminalreporter.write_line(f"left out by -m {config.option.markexpr!r}: {counts} test(s); "
+                                    f'run them with -m "slow or browser", or everything with -m ""')
 
 
 def pytest_collection_modifyitems(config, items):

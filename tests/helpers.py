@@ -67,8 +67,9 @@ def process_gone(pid: int) -> bool:
         return True
 
 
-def wait_gone(pid: int, seconds: float = 5.0) -> bool:
-    """Poll until ``pid`` no longer runs (see ``process_gone``), for at most ``seconds``."""
+def wait_gone(pid: int, seconds: float = 30.0) -> bool:
+    """Poll until ``pid`` no longer runs (see ``process_gone``), for at most ``seconds`` (generous: a busy
+    machine may take a while to end a killed process, and a process that is gone returns at once)."""
     import time
 
     deadline = time.monotonic() + seconds
@@ -77,3 +78,19 @@ def wait_gone(pid: int, seconds: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return process_gone(pid)
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02) -> bool:
+    """Poll ``predicate()`` until it is true, for at most ``timeout`` seconds; its last value.
+
+    Tests wait for a condition rather than sleep a fixed time and hope: on a quiet machine this
+    returns at once, on a busy one it waits as long as needed (the deadline is generous because
+    it is only reached when the test fails anyway)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())

@@ -25,9 +25,9 @@ from chatgpt_tool_hub.engine.memory import ConversationMemory
 from chatgpt_tool_hub.events import ActionEvent
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
-from helpers import act, answer, wait_gone
+from helpers import act, answer, wait_gone, wait_until
 
-LATE_S = 1.5  # the grandchild writes late.txt this long after it starts, unless it was killed
+LATE_S = 30  # the grandchild writes late.txt this long after it starts, unless it was killed
 
 PYTHON_CODE = (
     "import subprocess, sys, time\n"
@@ -67,8 +67,8 @@ def _cancel_when_started(app, ws: Path, counts: list) -> threading.Thread:
 
 def _assert_tree_gone(ws: Path) -> None:
     child = int((ws / "child.pid").read_text())
-    assert wait_gone(child, 5.0), "the process the tool started still runs"
-    time.sleep(LATE_S + 0.5)
+    assert wait_gone(child), "the process the tool started still runs"
+    # the child is the only writer of late.txt: gone without the file, it was killed before its time
     assert not (ws / "late.txt").exists(), "something the tool started kept running"
 
 
@@ -82,7 +82,7 @@ def test_cancel_kills_the_running_tool_and_returns_the_steps_so_far(tmp_path, to
     starter = lambda event: isinstance(event, ActionEvent) and threads.append(  # noqa: E731
         _cancel_when_started(app, ws, counts))
     result = app.run("run it", callbacks=[starter])
-    threads[0].join(10)
+    threads[0].join(60)
     assert counts == [1]
     assert result.stopped_by == "cancelled"
     assert [s.tool for s in result.steps] == [tool]
@@ -119,11 +119,11 @@ def test_cancel_of_one_session_leaves_the_others_running(tmp_path):
     results = {}
     thread = threading.Thread(target=lambda: results.update(b=app.run("slow b", session_id="b")))
     thread.start()
-    assert started.wait(10)
+    assert started.wait(60)
     assert app.cancel("a") == 0  # another session: nothing of it runs
     assert app.run("fast a", session_id="a").output == "done fast a"
     assert app.cancel("b") == 1
-    thread.join(10)  # the cancel ends the wait for the LLM: the run returns before the reply comes
+    thread.join(25)  # the cancel ends the wait for the LLM (30 s): the run returns before the reply comes
     release.set()
     assert not thread.is_alive() and results["b"].stopped_by == "cancelled"
     app.close()
@@ -186,7 +186,7 @@ def test_planner_cancel_kills_a_running_python_task(tmp_path):
     counts: list[int] = []
     canceller = _cancel_when_started(app, tmp_path / "ws", counts)
     result = app.run("run the code")
-    canceller.join(10)
+    canceller.join(60)
     assert counts == [1] and result.stopped_by == "cancelled"
     assert llm.calls == 1
     _assert_tree_gone(tmp_path / "ws")
@@ -217,7 +217,11 @@ def test_an_interrupt_while_python_code_runs_kills_the_worker(tmp_path):
     tool = PythonTool(workspace_dir=tmp_path, timeout=60)
     previous = signal.signal(signal.SIGUSR1, lambda *a: (_ for _ in ()).throw(_Interrupt()))
     try:
-        threading.Timer(0.5, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)).start()
+        def interrupt_when_started():
+            wait_until((tmp_path / "started").exists)  # the code runs in the worker
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+        threading.Thread(target=interrupt_when_started, daemon=True).start()
         with pytest.raises(_Interrupt):
             tool.run("import time\nopen('started', 'w').close()\ntime.sleep(60)")
     finally:
@@ -240,7 +244,7 @@ def test_sessions_past_max_sessions_are_evicted_with_their_python_workers(tmp_pa
     pid = python.worker_pids()["s1"]
     app.ask("three", session_id="s3")
     assert app.session_ids == ["s2", "s3"]
-    assert "s1" not in python.worker_pids() and wait_gone(pid, 5.0)
+    assert "s1" not in python.worker_pids() and wait_gone(pid)
     app.close()
 
 

@@ -24,7 +24,7 @@ from chatgpt_tool_hub.errors import ConfigError
 from chatgpt_tool_hub.testing import ScriptedLLM, ScriptExhaustedError
 from chatgpt_tool_hub.tools import tool
 from chatgpt_tool_hub.tools.registry import ToolRegistry
-from helpers import act, answer, echo
+from helpers import act, answer, echo, wait_until
 
 SECRET = "sk-CONTRACT-NEVER-LEAK-0987654321"
 posix_only = pytest.mark.skipif(os.name != "posix", reason="python tool workers are POSIX only")
@@ -42,7 +42,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _gone(pid: int, within: float = 10.0) -> bool:
+def _gone(pid: int, within: float = 30.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not _alive(pid):
@@ -277,7 +277,7 @@ def test_dropping_an_app_does_not_close_tools_it_does_not_own():
     del app
     gc.collect()
     assert ref() is None  # the app is really gone, so its finalizer has run
-    time.sleep(0.2)
+    assert wait_until(lambda: "built-per-app" in closed)
     assert closed == ["built-per-app"]
 
 
@@ -290,13 +290,10 @@ def test_dropped_planner_apps_stop_their_threads():
         assert app.ask("q") == "ok"
         del app
         gc.collect()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        extra = [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("planner-")]
-        if not extra:
-            break
-        time.sleep(0.05)
-    assert extra == []
+    def extra() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("planner-")]
+
+    assert wait_until(lambda: not extra()), extra()
 
 
 # ---- secrets ------------------------------------------------------------------------------------------

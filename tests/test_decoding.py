@@ -3,23 +3,22 @@
 Python's ``punycode`` codec is pure Python and quadratic: the ~300 KB bodies
 below take tens of seconds to decode with it. A page or an API answer that
 declares ``charset=punycode`` (or any other non-text "codec") is read as
-UTF-8 instead, within the tool's own time bound. Every server here is a local
-one on 127.0.0.1.
+UTF-8 instead, within the tool's own time bound. The tests check that the
+punycode codec is never called (how long a read takes is no test's business).
+Every server here is a local one on 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import time
+import encodings.punycode
 
 import pytest
 
-from chatgpt_tool_hub.tools.builtin.url_get import UrlGetTool
 from chatgpt_tool_hub.runtime import http as _http
+from chatgpt_tool_hub.tools.builtin.url_get import UrlGetTool
 from chatgpt_tool_hub.tools.plugins.openapi import load_openapi_tools
-from service_fixtures import service_server  # noqa: F401
 
 TIMEOUT = 2.0
-BOUND = TIMEOUT + 3  # a correctness bound (the tool's own limits), not a benchmark
 
 
 def punycode_trap(prefix: str, suffix: str = "", n: int = 150_000) -> bytes:
@@ -34,35 +33,40 @@ META_PAGE = punycode_trap('<html><head><meta charset="punycode"><title>Meta trap
 JSON_BODY = punycode_trap('{"note": "Readable words here", "pad": "', '"}')
 
 
-def _timed(call):
-    started = time.monotonic()
-    result = call()
-    return result, time.monotonic() - started
+@pytest.fixture
+def punycode_calls(monkeypatch) -> list[int]:
+    """The length of every text Python's punycode codec decodes during the test (there must be none)."""
+    calls: list[int] = []
+    original = encodings.punycode.punycode_decode
+
+    def spy(text, errors):
+        calls.append(len(text))
+        return original(text, errors)
+
+    monkeypatch.setattr(encodings.punycode, "punycode_decode", spy)
+    return calls
 
 
 def _url_get(url: str) -> str:
     return UrlGetTool.from_config(url_get_allow_private=True, url_get_timeout=TIMEOUT).run(url)
 
 
-@pytest.mark.timeout(15)
-def test_url_get_header_charset_punycode_is_read_as_utf8(service_server):
+def test_url_get_header_charset_punycode_is_read_as_utf8(service_server, punycode_calls):
     service_server.route("/trap.html", PAGE, content_type="text/html; charset=punycode")
-    out, took = _timed(lambda: _url_get(service_server.url + "/trap.html"))
-    assert took < BOUND, took
+    out = _url_get(service_server.url + "/trap.html")
+    assert punycode_calls == []
     assert "Title: Trap page" in out and "Readable words here." in out
     assert "punycode" in out  # a note says the declared charset was not used
 
 
-@pytest.mark.timeout(15)
-def test_url_get_meta_charset_punycode_is_read_as_utf8(service_server):
+def test_url_get_meta_charset_punycode_is_read_as_utf8(service_server, punycode_calls):
     service_server.route("/meta.html", META_PAGE, content_type="text/html")
-    out, took = _timed(lambda: _url_get(service_server.url + "/meta.html"))
-    assert took < BOUND, took
+    out = _url_get(service_server.url + "/meta.html")
+    assert punycode_calls == []
     assert "Title: Meta trap" in out and "Readable words here." in out
 
 
-@pytest.mark.timeout(15)
-def test_url_get_charset_guess_goes_through_the_allow_list(service_server, monkeypatch):
+def test_url_get_charset_guess_goes_through_the_allow_list(service_server, monkeypatch, punycode_calls):
     charset_normalizer = pytest.importorskip("charset_normalizer")
 
     class Guess:
@@ -75,28 +79,26 @@ def test_url_get_charset_guess_goes_through_the_allow_list(service_server, monke
     monkeypatch.setattr(charset_normalizer, "from_bytes", lambda body: Matches())
     body = b"Readable words here \xff " + punycode_trap("")  # not UTF-8: the guess is asked
     service_server.route("/guess.txt", body, content_type="text/plain")
-    out, took = _timed(lambda: _url_get(service_server.url + "/guess.txt"))
-    assert took < BOUND, took
+    out = _url_get(service_server.url + "/guess.txt")
+    assert punycode_calls == []
     assert "Readable words here" in out
 
 
-@pytest.mark.timeout(15)
-def test_plugin_http_charset_punycode_is_read_as_utf8(service_server):
+def test_plugin_http_charset_punycode_is_read_as_utf8(service_server, punycode_calls):
     service_server.route("/api", JSON_BODY, content_type="application/json; charset=punycode")
-    data, took = _timed(lambda: _http.get_json(service_server.url + "/api", timeout=TIMEOUT))
-    assert took < BOUND, took
+    data = _http.get_json(service_server.url + "/api", timeout=TIMEOUT)
+    assert punycode_calls == []
     assert data["note"] == "Readable words here"
 
 
-@pytest.mark.timeout(15)
-def test_openapi_response_charset_punycode_is_read_as_utf8(service_server):
+def test_openapi_response_charset_punycode_is_read_as_utf8(service_server, punycode_calls):
     service_server.route("/v1/trap", JSON_BODY, content_type="application/json; charset=punycode")
     doc = {"openapi": "3.0.3", "info": {"title": "Trap", "version": "1"},
            "servers": [{"url": service_server.url + "/v1"}],
            "paths": {"/trap": {"get": {"operationId": "getTrap", "summary": "A trap."}}}}
     (tool,) = load_openapi_tools(doc, allow_private=True, timeout=TIMEOUT)
-    out, took = _timed(lambda: tool.run({}))
-    assert took < BOUND, took
+    out = tool.run({})
+    assert punycode_calls == []
     assert '"note": "Readable words here"' in out and "characters omitted" in out  # pretty-printed, clipped
 
 

@@ -201,3 +201,8 @@ def test_create_app_with_a_local_model(tiny_model):
     assert isinstance(result.output, str) and result.output
     assert result.stopped_by in ("answer", "parse_error")
     assert 1 <= result.usage.llm_calls <= 3 and result.usage.total.completion_tokens >= 1
+
+
+def test_stream_with_tools_is_the_clear_no_native_tools_error():
+    with pytest.raises(UserError, match="does not support native tool calls"):
+        list(LocalLLM("local:x").stream(MSGS, tools=[{"type": "function", "function": {"name": "f"}}]))

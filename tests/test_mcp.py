@@ -153,8 +153,8 @@ def test_servers_that_cannot_start_are_config_errors():
         load_mcp_tools("definitely-not-an-mcp-server-xyz --flag", timeout=5)
     started = time.monotonic()
     with pytest.raises(ConfigError, match="could not connect.*bad config"):
-        load_mcp_tools([sys.executable, "-c", "import sys; sys.stderr.write('bad config'); sys.exit(2)"], timeout=10)
-    assert time.monotonic() - started < 8
+        load_mcp_tools([sys.executable, "-c", "import sys; sys.stderr.write('bad config'); sys.exit(2)"], timeout=60)
+    assert time.monotonic() - started < 30  # the exit was noticed: far below the 60 s start-up timeout
 
 
 def test_server_argument_forms():
@@ -187,7 +187,7 @@ def test_streamable_http_transport(tmp_path):
     with open(log, "wb") as sink:
         proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port)], stdout=sink, stderr=sink)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # generous: importing the server's libraries is slow on a busy machine
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -240,11 +240,11 @@ def test_dangerous_option_of_a_server():
 
 
 @pytest.mark.parametrize("option", [42, "sometimes", [1]])
-def test_bad_dangerous_option_is_a_config_error_before_starting(option):
-    started = time.monotonic()
+def test_bad_dangerous_option_is_a_config_error_before_starting(option, tmp_path):
+    marker = tmp_path / "started"
     with pytest.raises(ConfigError, match="dangerous"):
-        load_mcp_tools([sys.executable, SERVER], timeout=15, dangerous=option)
-    assert time.monotonic() - started < 1  # refused before the server was started
+        load_mcp_tools([sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"], timeout=15, dangerous=option)
+    assert not marker.exists()  # refused before the server was started
 
 
 def test_unknown_names_in_the_dangerous_list_are_a_config_error():

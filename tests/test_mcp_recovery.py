@@ -41,7 +41,7 @@ class FixtureServer:
     def start(self) -> "FixtureServer":
         with open(self.log, "ab") as sink:
             self.proc = subprocess.Popen([sys.executable, SERVER, self.mode, str(self.port)], stdout=sink, stderr=sink)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # generous: importing the server's libraries is slow on a busy machine
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
@@ -145,7 +145,7 @@ def test_a_stdio_server_that_died_while_idle_is_restarted_before_the_next_call()
     try:
         pid = int(tools["pid"].run(""))
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while tools["add"].connection._usable() and time.monotonic() < deadline:
             time.sleep(0.05)                              # wait until the end of its output is noticed
         assert tools["add"].run({"a": 2, "b": 3}) == "5"  # no failed call first

@@ -5,20 +5,28 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import CountingTool, act, answer, echo, run_events
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.engine import native
-from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.engine.loop import STOP_SEQUENCES, Engine, EngineSettings
 from chatgpt_tool_hub.errors import ConfigError, UserError
 from chatgpt_tool_hub.events import ActionEvent, ObservationEvent, ThoughtEvent
-from chatgpt_tool_hub.llm.base import (BaseLLM, LLMResponse, StreamChunk, ToolCall, as_response, call_llm,
-                                       collect_stream, stream_llm)
+from chatgpt_tool_hub.llm.base import (
+    BaseLLM,
+    LLMResponse,
+    StreamChunk,
+    ToolCall,
+    as_response,
+    call_llm,
+    collect_stream,
+    stream_llm,
+)
 from chatgpt_tool_hub.llm.openai_client import OpenAICompatibleLLM
 from chatgpt_tool_hub.llm.tokens import count_message_tokens
+from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import tool
-from helpers import CountingTool, act, answer, echo, run_events
 
 NATIVE = EngineSettings(tool_calling="native", prompt_language="en")
 
@@ -596,3 +604,12 @@ def test_openai_client_stream_with_text_protocol_reply_in_native_mode(chat_serve
     assert [e.observation for e in events if isinstance(e, ObservationEvent)] == ["4"]
     assert chat_server.bodies[1]["messages"][-1] == {"role": "user", "content": "Observation: 4"}
     assert json.dumps(chat_server.tools[0]) == json.dumps(chat_server.tools[1])
+
+
+def test_arguments_with_a_number_too_long_to_read_are_malformed_not_a_crash():
+    from chatgpt_tool_hub.tools.base import MalformedArguments
+
+    arguments = '{"a": ' + "1" * 5000 + ', "b": 3}'  # json.loads: int() refuses more than 4300 digits
+    given = native.tool_input(ToolCall("c1", "add", arguments), add)
+    assert isinstance(given, MalformedArguments)
+    assert given.problem.startswith("the call's arguments are not valid JSON (Exceeds the limit")

@@ -260,12 +260,9 @@ def test_registered_name_with_a_colon_is_not_split():
     "- Action: a\n- Action Input: b\n" * 20_000,
 ])
 def test_new_pathological_inputs_finish(text):
-    import time
-
-    started = time.perf_counter()
+    # pytest's timeout is the termination bound (catastrophic backtracking never ends); parser_bench.py
+    # has the speed figures
     result = reading(text)
-    # a termination bound (catastrophic backtracking never ends), not a speed goal: parser_bench.py has figures
-    assert time.perf_counter() - started < 5
     kind, *rest = result
     assert kind in ("action", "finish", "error") and rest, result
     if kind == "action":

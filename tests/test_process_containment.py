@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import process_gone, wait_gone
+from helpers import process_gone, wait_gone, wait_until
 
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
 from chatgpt_tool_hub.tools.builtin.terminal import TerminalTool
@@ -142,9 +142,7 @@ _BACKGROUND = textwrap.dedent("""\
 
 def _background(tool: PythonTool, pidfile: Path) -> tuple[str, list[int]]:
     out = tool.run(f"PIDFILE = {str(pidfile)!r}\n" + _BACKGROUND)
-    deadline = time.monotonic() + 5
-    while not Path(str(pidfile) + ".daemon").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(Path(str(pidfile) + ".daemon").exists)
     return out, _read_pids(pidfile) + _read_pids(Path(str(pidfile) + ".daemon"))
 
 
@@ -164,9 +162,8 @@ def test_python_keep_background_keeps_them_while_the_worker_lives(tmp_path, left
         out, pids = _background(tool, tmp_path / "bg.pid")
         leftovers.extend(pids)
         assert out == "started" and len(pids) == 3
-        time.sleep(0.2)
-        assert not any(process_gone(pid) for pid in pids)  # a server started in one call serves the next
         assert tool.run("print(kept)") == "still here"
+        assert not any(process_gone(pid) for pid in pids)  # a server started in one call serves the next
     finally:
         tool.close()
     for pid in pids:

@@ -38,7 +38,7 @@ def make_app(replies=(), **kwargs):
     return AppFactory().create_app(tools_list=[], llm=llm, no_default=True, workspace_dir="workspace", **kwargs), llm
 
 
-def wait_for(condition, seconds: float = 10.0) -> bool:
+def wait_for(condition, seconds: float = 30.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if condition():
@@ -240,7 +240,7 @@ def test_the_thread_asks_when_woken_after_the_clock_moved(isolated_env):
     assert scheduler.running and not done.wait(0.1)
     clock.advance(61)
     scheduler.wake()
-    assert done.wait(10)
+    assert done.wait(30)
     app.close()
     assert not scheduler.running
 
@@ -254,7 +254,7 @@ def test_a_dropped_app_ends_its_schedulers_thread(isolated_env):
     del app
     gc.collect()
     scheduler.wake()
-    thread.join(10)
+    thread.join(30)
     assert not thread.is_alive()
 
 

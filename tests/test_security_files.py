@@ -129,11 +129,9 @@ def test_fifos_and_devices_never_block(tools, ws):
             result.append(_outcome(lambda: write.run({"path": path, "content": "x"})))
 
     thread = threading.Thread(target=attack, daemon=True)
-    started = time.monotonic()
     thread.start()
-    thread.join(10)
+    thread.join(60)  # a FIFO with no writer blocks forever, /dev/zero never ends
     assert not thread.is_alive(), "a FIFO or device blocked the file tools"
-    assert time.monotonic() - started < 10
     assert all(r.startswith("refused: ") for r in result), result
     with pytest.raises(ToolInputError):
         expert_files.resolve_input("pipe", ws, "image")
@@ -399,9 +397,9 @@ def test_swapping_the_workspace_folder_for_a_link_never_escapes(tmp_path):
             crashes.append(repr(exc))
             return ""
 
-    deadline = time.monotonic() + 2.5
+    deadline = time.monotonic() + 2.5  # then stop, but only after 200 tries however busy the machine is
     try:
-        while time.monotonic() < deadline and calls < 4000:
+        while calls < 4000 and (calls < 200 or time.monotonic() < deadline):
             calls += 1
             escaped_reads += SECRET in attempt(lambda: read.run("data.txt"))
             attempt(lambda: write.run({"path": f"new-{calls}.txt", "content": "x"}))
@@ -409,7 +407,7 @@ def test_swapping_the_workspace_folder_for_a_link_never_escapes(tmp_path):
         stop.set()
         swapper.join(5)
     escaped_writes = sorted(p.name for p in outside.iterdir() if p.name != "data.txt")
-    assert calls > 200  # the loop really ran
+    assert calls >= 200  # the loop really ran
     assert (escaped_reads, len(escaped_writes)) == (0, 0), f"{escaped_reads} reads and {len(escaped_writes)} " \
                                                            f"writes of {calls} escaped"
     assert crashes == []

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -124,11 +123,10 @@ def test_python_background_children_live_on_between_calls_when_kept(py_keeping, 
     f"nohup setsid {sys.executable} -c '{_SLEEPER}' >/dev/null 2>&1 & echo $!",
 ], ids=["setsid", "subshell", "nohup-setsid"])
 def test_terminal_ends_what_the_command_left_behind(term, leftovers, command):
-    started = time.monotonic()
     out = term.run(command)
     leftovers.extend(_pids(out))
     assert leftovers, out
-    assert time.monotonic() - started < 5
+    assert "terminal_timeout" not in out  # the call ended with the shell, it did not wait for what it left
     assert all(wait_gone(pid) for pid in leftovers), out
 
 

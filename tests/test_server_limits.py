@@ -99,7 +99,7 @@ def test_a_run_past_the_time_limit_is_stopped_504_or_an_error_event(live):
     wait_for(lambda: server.state.slots.used == 0)
 
 
-LATE_S = 1.5
+LATE_S = 30  # the grandchild writes late.txt this long after it starts, unless it was killed
 SLOW_CODE = ("import subprocess, sys, time\n"
              f"child = subprocess.Popen([sys.executable, '-c', 'import time, pathlib; time.sleep({LATE_S}); "
              "pathlib.Path(\"late.txt\").write_text(\"x\")'])\n"
@@ -119,9 +119,9 @@ def test_a_client_that_goes_away_cancels_the_run_and_kills_its_tools(live, strea
         wait_for(lambda: (workspace / "child.pid").exists() and (workspace / "child.pid").read_text())
         time.sleep(0.1)
     child = int((workspace / "child.pid").read_text())
-    assert wait_gone(child, 10.0), "the process the tool started still runs"
+    assert wait_gone(child), "the process the tool started still runs"
     wait_for(lambda: server.state.slots.used == 0)
-    time.sleep(LATE_S + 0.5)
+    # the child is the only writer of late.txt: gone without the file, it was killed before its time
     assert not (workspace / "late.txt").exists(), "something the tool started kept running"
     assert llm.calls == 1
 
@@ -148,6 +148,7 @@ def test_tool_hub_serve_refuses_a_public_address_without_a_key(tmp_path):
     assert proc.returncode == 2 and "serve_api_keys" in proc.stderr
 
 
+@pytest.mark.timeout(300)  # a server process that imports gradio: slow to start on a busy machine
 def test_a_shutdown_drains_the_runs_in_flight(tmp_path):
     with ChatServer([answer("drained")]) as upstream:
         upstream.faults.append(("sleep", 2.0))  # the first LLM reply comes late
@@ -158,7 +159,7 @@ def test_a_shutdown_drains_the_runs_in_flight(tmp_path):
                                 env=_serve_env(LLM_API_BASE_URL=upstream.url, MODEL_NAME="m", NO_DEFAULT="true",
                                                MAX_RETRIES="0", SERVE_WORKSPACE_ROOT=str(tmp_path / "users")))
         try:
-            wait_for(lambda: _up(port), 60)
+            wait_for(lambda: _up(port), 180)
             result = {}
             client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=60)
             thread = threading.Thread(target=lambda: result.update(

@@ -95,7 +95,7 @@ def user_workspace(server: Live, user: str = "default", key: str | None = None) 
     return server.state.apps.workspace(found)
 
 
-def wait_for(predicate: Callable[[], bool], seconds: float = 20.0) -> None:
+def wait_for(predicate: Callable[[], bool], seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():

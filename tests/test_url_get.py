@@ -189,9 +189,7 @@ def test_http_errors_report_the_status(server, code, reason):
 
 
 def test_timeout_is_an_observation(server):
-    started = time.monotonic()
-    out = local_tool(url_get_timeout=0.5).run(f"{server.base}/slow")
-    assert time.monotonic() - started < 2.5
+    out = local_tool(url_get_timeout=0.5).run(f"{server.base}/slow")  # the server answers after 3 s
     assert out == "url-get: 127.0.0.1 did not answer within 0.5 s (read timeout)"
 
 

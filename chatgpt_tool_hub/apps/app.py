@@ -11,17 +11,20 @@ own ``RunState``, so one App serves concurrent questions from many threads;
 from __future__ import annotations
 
 import logging
+from contextlib import aclosing
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncGenerator, Callable, Sequence
 
 from ..config import tool_prefix
-from ..engine.loop import Engine, EngineSettings, RunBudget
+from ..engine.loop import Engine, EngineSettings
 from ..errors import UserError
 from ..llm.base import LLM, Message
+from ..run.control import RunBudget
 from ..run.steps import RunResult
 from ..tools.base import Tool
 from ..tools.context import AppContext
-from .conversation import DEFAULT_SESSION, Callback, ConversationApp, FileAnnouncer, _Final
+from .conversation import DEFAULT_SESSION, Callback, ConversationApp, FileAnnouncer
+from .runs import Final
 
 __all__ = ["App", "DEFAULT_SESSION"]
 
@@ -142,11 +145,12 @@ class App(ConversationApp):
         return (yield from engine.iter_run(query, history, stream=stream, session_id=session_id))
 
     async def _aexecute(self, query: str, history: list[Message], session_id: str, stream: bool,
-                        budget: RunBudget, llm: LLM) -> AsyncIterator[Any]:
+                        budget: RunBudget, llm: LLM) -> AsyncGenerator[Any, None]:
         engine = self._engine(budget, llm, session_id)
-        async for item in engine.aiter_run(query, history, stream=stream, session_id=session_id,
-                                           executor=self._async_executor()):
-            yield _Final(item) if isinstance(item, RunResult) else item
+        async with aclosing(engine.aiter_run(query, history, stream=stream, session_id=session_id,
+                                             executor=self._async_executor())) as items:
+            async for item in items:
+                yield Final(item) if isinstance(item, RunResult) else item
 
     def __repr__(self) -> str:
         return f"<App {self.app_type} tools={self.tool_names}>"

@@ -28,24 +28,24 @@ from ..runtime.workspace import DEFER_CREATION
 from ..textutil import strip_control
 from ..tools.base import Tool
 from ..tools.context import AppContext
-from ..tools.registry import ToolRegistry, close_names
+from ..tools.registry import ToolRegistry, close_names, shown_name
 from .app import App
 from .context import build_context
 from .files import announce_file
 from .logs import configure_logging, guard_logs
-from .settings import ResolvedConfig, load_settings
+from .settings import ENGINE_ONLY_KEYS, ResolvedConfig, check_names, check_proxy, load_settings
+from .standalone import StandaloneTool
 
-__all__ = ["AppFactory", "NO_LLM_HELP", "build_llm"]
+__all__ = ["AppFactory", "StandaloneTool", "NO_LLM_HELP", "build_llm", "env_prefixes"]
 
 log = logging.getLogger("chatgpt_tool_hub.apps")
 
 APP_TYPES = ("victorinox", "planner")
 
 
-
-
 class AppFactory:
-    """Builds apps. ``init_env`` keeps chatgpt-tool-hub's call and sets defaults for later apps."""
+    """Builds apps, and what front ends need besides: the settings, the LLM, one tool alone, the plugin
+    tools. ``init_env`` keeps chatgpt-tool-hub's call and sets defaults for everything built later."""
 
     def __init__(self, registry: ToolRegistry | None = None):
         self._registry = registry
@@ -85,9 +85,8 @@ class AppFactory:
             raise ConfigError(f"unknown app_type {app_type!r}; available: {', '.join(APP_TYPES)}",
                               key="app_type")
         registry = self.registry.copy()
-        # chatbots pass every key, most of them empty: an empty keyword never erases an init_env value
-        merged = {**self._env_kwargs, **set_only(kwargs)}
-        config = load_settings(merged, tool_prefixes=env_prefixes(registry))
+        config = self._settings(kwargs)
+        check_proxy(config.values, _proxy_clients(config, llm is None))
         context = build_context(config, registry, llm=llm)
         guard_logs(context.redactor)  # the app's keys never reach the package's logs
         configure_logging(bool(config["debug"]))
@@ -97,7 +96,7 @@ class AppFactory:
         try:
             tools = self._build_tools(context, tools_list, config, owned)
             if llm is None:
-                llm = build_llm(config.values)
+                llm = self.create_llm(config)
             app = self._assemble(app_type, llm, tools, config, context, approve, callbacks)
         except BaseException:
             _close_tools(owned)  # e.g. MCP connections opened before a later tool failed
@@ -113,6 +112,85 @@ class AppFactory:
         if log.isEnabledFor(logging.DEBUG):  # a text, not the app: a handler that keeps records must not keep it alive
             log.debug("created %s with model %s", repr(app), str(getattr(llm, "model_name", type(llm).__name__)))
         return app
+
+    # ---- what front ends ask for besides apps ------------------------------------------------------------
+
+    def resolve_settings(self, **kwargs: Any) -> ResolvedConfig:
+        """The settings ``create_app(**kwargs)`` uses: ``kwargs`` over this factory's ``init_env`` values,
+        then the environment, ``.env``, ``config.json`` and the defaults, typed, each with its source.
+
+        A misspelt setting (a keyword or a config.json key a slip away from a known one), a bad value or a
+        proxy no HTTP client can use is a ``ConfigError`` naming the key.
+        """
+        config = self._settings(kwargs)
+        check_proxy(config.values)
+        return config
+
+    def create_llm(self, settings: ResolvedConfig | None = None, **kwargs: Any) -> LLM:
+        """The LLM ``create_app`` builds when it is given none, from ``settings`` (of :meth:`resolve_settings`)
+        or from ``kwargs`` resolved the same way; a ``ConfigError`` says how to configure one."""
+        config = settings if settings is not None else self._settings(kwargs)
+        check_proxy(config.values, _proxy_clients(config, True)[1:])
+        return build_llm(config.values)
+
+    def create_tool(self, name: str, *, defaults: Mapping[str, Any] | None = None,
+                    **kwargs: Any) -> StandaloneTool:
+        """One tool alone (no LLM drives it), built as ``create_app`` builds an app's tools: a registered tool
+        by name (or alias, any case), else a tool of the configured OpenAPI plugins and MCP servers.
+
+        Settings resolve as for :meth:`resolve_settings`, except that the engine's own settings are not read
+        (a bad ``think_depth`` does not matter to a tool), and ``defaults`` replace the defaults of the keys it
+        names (a front end's ``workspace_dir``). The result runs the tool through ``dispatch``
+        (:meth:`StandaloneTool.run`) and must be closed. An unknown name is a ``ConfigError`` with
+        ``key="tool"`` and a "did you mean".
+        """
+        config = self._settings(kwargs, unused=ENGINE_ONLY_KEYS, defaults=defaults)
+        check_proxy(config.values)
+        registry = self.registry
+        context = build_context(config, registry)
+        guard_logs(context.redactor)  # the configured keys never reach a log line
+        configure_logging(bool(config["debug"]))
+        if registry.resolve_name(name) is not None:
+            tool = registry.build(name, context=context)
+            return StandaloneTool(tool, context, config, [] if registry.builds_shared_instance(name) else [tool])
+        owned: list[Tool] = []
+        try:
+            remote = _remote_tools(config, owned, workspace=context.workspace)
+            low = name.strip().lower() if isinstance(name, str) else ""
+            found = next((t for t in remote if t.name == name), None) or next(
+                (t for t in remote if t.name.lower() == low), None)
+            if found is None:
+                known = [*registry.get_registered_tool_names(), *(t.name for t in remote)]
+                close = close_names(str(name), known)
+                guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+                raise ConfigError(f"unknown tool {shown_name(name)}{guess}", key="tool")
+        except BaseException:
+            _close_tools(owned)
+            raise
+        return StandaloneTool(found, context, config, owned)
+
+    def plugin_tools(self, *, defaults: Mapping[str, Any] | None = None, **kwargs: Any) -> list[Tool]:
+        """The tools of the configured OpenAPI plugins (``openapi_plugins``) and MCP servers (``mcp_servers``),
+        built alone (settings as for :meth:`create_tool`); the caller closes them."""
+        config = self._settings(kwargs, unused=ENGINE_ONLY_KEYS, defaults=defaults)
+        check_proxy(config.values)
+        workspace = build_context(config, self.registry).workspace
+        owned: list[Tool] = []
+        try:
+            return _remote_tools(config, owned, workspace=workspace)
+        except BaseException:
+            _close_tools(owned)
+            raise
+
+    def _settings(self, kwargs: Mapping[str, Any], *, unused: Iterable[str] = (),
+                  defaults: Mapping[str, Any] | None = None) -> ResolvedConfig:
+        # chatbots pass every key, most of them empty: an empty keyword never erases an init_env value
+        merged = {**self._env_kwargs, **set_only(kwargs)}
+        prefixes = env_prefixes(self.registry)
+        config = load_settings(merged, tool_prefixes=prefixes, unused=unused)
+        check_names(config, prefixes)
+        chosen = {k: v for k, v in (defaults or {}).items() if config.sources.get(k, "default") == "default"}
+        return replace(config, values={**config.values, **chosen}) if chosen else config
 
     def _assemble(self, app_type: str, llm: LLM, tools: list[Tool], config: ResolvedConfig, context: AppContext,
                   approve: Callable[[str, Any], bool] | None, callbacks: Sequence[Callable]) -> Any:
@@ -184,6 +262,13 @@ class AppFactory:
             _check_name(tool)
             tool.parameter_schema  # noqa: B018 - normalised and checked once, now: a bad schema fails here
         return list(tools.values())
+
+
+def _proxy_clients(config: ResolvedConfig, builds_llm: bool) -> tuple[str, ...]:
+    """The HTTP libraries that will use the proxy: ``requests`` (the tools), and ``httpx`` when the
+    OpenAI-compatible LLM client is built (not for a ``local:`` model or an LLM object)."""
+    local = str(config.get("model_name") or "").startswith("local:")
+    return ("requests", "httpx") if builds_llm and not local else ("requests",)
 
 
 def _check_name(tool: Tool) -> None:

@@ -13,14 +13,14 @@ import logging
 from typing import Any, Callable, Mapping, Sequence
 
 from ..config import SETTINGS, get_typed
-from ..engine.loop import RunBudget
 from ..errors import ConfigError, UserError
 from ..events import Event
 from ..llm.base import LLM, Message
 from ..planner.catalog import Catalog, load_catalog
-from ..planner.pipeline import PlannerSettings, Request, RunControl, iter_request
+from ..planner.pipeline import PlannerSettings, Request, iter_request
 from ..planner.select import SELECTION_MODES, ModelSelector
 from ..planner.workers import DaemonPool
+from ..run.control import RunBudget
 from ..tools.base import Tool
 from ..tools.context import AppContext
 from .conversation import ConversationApp, FileAnnouncer
@@ -74,7 +74,8 @@ class PlannerApp(ConversationApp):
                          file_announcer=file_announcer, context=context, budget_limits=budget_limits,
                          max_sessions=max_sessions, session_ttl_s=session_ttl_s)
         self.catalog = load_catalog(catalog)
-        self.selector = ModelSelector(self.catalog, model_selection, top_k, embedder=embedder)
+        self.selector = ModelSelector(self.catalog, model_selection, top_k, embedder=embedder,
+                                      models=self.context.models)
         self.settings = PlannerSettings(max_tasks=max_tasks, max_workers=max_workers,
                                         task_timeout=float(task_timeout) if task_timeout else None, bot_name=bot_name,
                                         model_selection=model_selection, top_k=top_k)
@@ -100,7 +101,8 @@ class PlannerApp(ConversationApp):
         return cls(llm, tools, **{**arguments, **kwargs})
 
     def cancel(self, session_id: str | None = None) -> int:
-        """Cancel the requests in flight (one session's, or all), like the ReAct app's ``cancel``: tasks not
+        """Cancel the requests in flight (one session's, or all), like the ReAct app's ``cancel``: the
+        planner's own LLM call in flight (planning, model selection, the response) is abandoned, tasks not
         yet started never start, the processes of running python / terminal tasks are killed, and each
         request returns at once with ``stopped_by="cancelled"`` and the task results so far. Returns how
         many were cancelled."""
@@ -111,6 +113,7 @@ class PlannerApp(ConversationApp):
         self._closed = True
         super().close()
         self._pool.close()
+        self.selector.close()  # the embedding model of the "embedding" selection
 
     # ---- internals ---------------------------------------------------------------------------
 
@@ -120,17 +123,13 @@ class PlannerApp(ConversationApp):
 
     def _execute(self, query: str, history: list[Message], session_id: str, stream: bool, budget: RunBudget,
                  llm: LLM):
-        control = RunControl(session_id)
+        # the run's budget is the request's cancel: app.cancel() ends the LLM call in flight and stops the
+        # DAG, and the tools' hooks kill their work; a consumer that stops reading leaves no task running
         with self._lock:
             request = Request(llm, dict(self._tools), self.selector, self.settings, query, history,
-                              session_id=session_id, stream=stream, control=control, approve=self.approve,
-                              pool=self._pool, budget=budget, redactor=self.context.redactor)
-        remove = budget.on_cancel(control.cancel)  # app.cancel() reaches the DAG; the tools' hooks kill their work
-        try:
-            return (yield from iter_request(request))
-        finally:
-            remove()
-            control.cancel()  # a consumer that stopped reading leaves no task running
+                              session_id=session_id, stream=stream, approve=self.approve, pool=self._pool,
+                              budget=budget, redactor=self.context.redactor)
+        return (yield from iter_request(request))
 
     def __repr__(self) -> str:
         return f"<PlannerApp tools={self.tool_names} selection={self.selector.mode}>"

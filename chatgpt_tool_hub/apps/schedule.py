@@ -32,6 +32,7 @@ on a fake one.
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 import logging
 import math
@@ -312,7 +313,7 @@ class Scheduler:
 
     # ---- running -----------------------------------------------------------------------------
 
-    def run_due(self, now: float | None = None) -> list[tuple[Schedule, Any]]:
+    def run_due(self, now: float | None = None) -> builtins.list[tuple[Schedule, Any]]:  # list: the method above
         """Ask every schedule that is due at ``now`` (claimed first), in turn; ``[(schedule, result)]``."""
         now = self.clock() if now is None else now
         done = []

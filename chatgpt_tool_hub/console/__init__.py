@@ -36,7 +36,7 @@ class EventView:
     def __init__(self, console, *, verbose: bool = True):
         self.console = console
         self.verbose = verbose
-        self._live = None
+        self._live: Any = None  # a rich Live while tokens stream
         self._buffer = ""
 
     def __call__(self, event) -> None:

@@ -416,7 +416,7 @@ class TerminalSession:
         listen = next((t for t in map(self._session_tool, VOICE_INPUT) if t is not None), None)
         speak = next((t for t in map(self._session_tool, VOICE_OUTPUT) if t is not None), None)
         missing = [names[0] for names, tool in ((VOICE_INPUT, listen), (VOICE_OUTPUT, speak)) if tool is None]
-        if missing:
+        if missing or listen is None or speak is None:
             return self.say(f"/voice needs the {' and '.join(missing)} tool{'s' if len(missing) > 1 else ''}: start "
                             f"tool-hub with --tools speech-recognition,text-to-speech, or "
                             + " and ".join(f"/add {name}" for name in missing))

@@ -11,7 +11,8 @@ through :func:`dispatch`, which does, in this order and nowhere else:
 4. the approver, for dangerous tools;
 5. the call, with every failure mapped to an observation: ``ModelFeedbackError``
    (bad input, an explained failure) as ``Error: ...``, any other exception
-   (even ``SystemExit``) as the ``tool_error`` prompt;
+   (even ``SystemExit``) as the ``tool_error`` prompt; a ``ToolFailure`` output (a
+   failure the tool tells as text) is its own observation, with the status ``error``;
 6. the events of engines nested in the tool (subtrees), when the caller buffers them;
 7. cleaning: control, bidi and zero-width characters stripped, then every form
    of every configured secret replaced by ``***`` (the redactor travels in the
@@ -33,7 +34,7 @@ from typing import Any, Callable, Generator, Iterable, Literal, Mapping
 from ..errors import ModelFeedbackError
 from ..events import ActionEvent, Event, ObservationEvent
 from ..textutil import strip_control
-from ..tools.base import Tool, ToolContext, render_output, value_of
+from ..tools.base import Tool, ToolContext, ToolFailure, render_output, value_of
 from .prompts import PromptSet
 
 __all__ = ["Outcome", "dispatch", "drive", "resolve_tool", "clean_observation", "truncate_observation"]
@@ -128,6 +129,8 @@ def _call(tool: Tool, tool_input: Any, context: ToolContext, prompts: PromptSet)
         log.debug("tool %s raised", tool.name, exc_info=True)
         error = f"{type(exc).__name__}: {exc}"
         return prompts.render("tool_error", tool=tool.name, error=error), "error", error
+    if isinstance(result, ToolFailure):  # a failure the tool told as its output
+        return result, "error", str(result)
     return (result if isinstance(result, str) else render_output(result)), "ok", ""  # run() overridden
 
 

@@ -1,92 +1,43 @@
-"""Cancelling a run, and what the engine's two drivers share.
+"""One LLM call as the engine's drivers make it, for the ReAct loop and the planner alike.
 
-:class:`RunBudget` is the budget of one run that can also be cancelled from
-any thread; :class:`RunCancelled` is what a charge raises after that. The
-helpers make the drivers' waits for the LLM interruptible by ``cancel()``:
-the sync driver reads the LLM in a helper thread, the async one through a
-task whose wait ``cancel()`` ends. :class:`StreamFold` turns a streamed reply
-into token events and one response.
+:func:`complete` and :func:`llm_reply` (sync) and :func:`allm_reply` (async)
+call any LLM object (:mod:`chatgpt_tool_hub.llm.base`), apply stop sequences,
+and turn a streamed reply into token events and one response
+(:class:`StreamFold`). Given the run's :class:`RunBudget` as ``control``, the
+wait for the LLM is one that ``cancel()`` from any thread ends at once with
+:class:`RunCancelled` (the bridges of :mod:`chatgpt_tool_hub.runtime.bridge`):
+the sync driver reads the LLM in a helper thread, the async one through a task
+whose wait ``cancel()`` abandons. Charging the call to the budget is the
+caller's business.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import queue
-import threading
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator
+from contextlib import aclosing
+from typing import Any, AsyncGenerator, AsyncIterator, Generator, Iterable, Sequence
 
-from ..errors import RunError
 from ..events import TokenEvent
-from ..llm.base import LLMResponse, StreamChunk, collect_stream
-from ..llm.stops import StopCutter
-from ..run.budget import Budget
+from ..llm.base import (
+    LLM,
+    LLMResponse,
+    Message,
+    StreamChunk,
+    acall_llm,
+    astream_llm,
+    call_llm,
+    collect_stream,
+    stream_llm,
+)
+from ..llm.stops import StopCutter, cut_at_stop
+from ..run.control import RunBudget
+from ..runtime.bridge import cancellable, interruptible, interruptible_iter
 
-__all__ = ["RunBudget", "RunCancelled", "StreamFold", "interruptible", "interruptible_iter", "one", "cancellable"]
-
-log = logging.getLogger("chatgpt_tool_hub.engine")
+__all__ = ["StreamFold", "complete", "llm_reply", "allm_reply", "control_of"]
 
 
-class RunCancelled(RunError):
-    """The run was cancelled (``app.cancel``, a client that went away); the engine ends the run with it."""
-
-
-@dataclass
-class RunBudget(Budget):
-    """A :class:`Budget` that can be cancelled, shared by everything that works on one run.
-
-    After :meth:`cancel`, every charge raises :class:`RunCancelled`, so every
-    engine of the run tree (subtrees too) stops at its next LLM or tool call.
-    Tools that start processes register a kill hook with :meth:`on_cancel`
-    for the time of their call (they find the budget in ``ToolContext.budget``):
-    ``cancel()`` runs the hooks at once, from the cancelling thread.
-    """
-
-    reason: str = ""
-    _cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
-    _hooks: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    def cancel(self, reason: str = "cancelled") -> bool:
-        """Cancel the run; False when it was cancelled already. Hooks that raise are logged."""
-        with self._lock:
-            if self._cancelled.is_set():
-                return False
-            self.reason = reason
-            self._cancelled.set()
-            hooks, self._hooks = list(self._hooks.values()), {}
-        for hook in hooks:
-            try:
-                hook()
-            except Exception:
-                log.warning("a cancel hook raised", exc_info=True)
-        return True
-
-    def on_cancel(self, hook: Callable[[], Any]) -> Callable[[], None]:
-        """Run ``hook()`` when the run is cancelled (at once when it is already); returns a remover."""
-        key = object()
-        with self._lock:
-            if not self._cancelled.is_set():
-                self._hooks[key] = hook
-                return lambda: self._hooks.pop(key, None)
-        hook()
-        return lambda: None
-
-    def check(self) -> None:
-        if self._cancelled.is_set():
-            raise RunCancelled(f"the run was cancelled ({self.reason})")
-
-    def charge_llm(self) -> None:
-        self.check()
-        super().charge_llm()
-
-    def charge_tool(self) -> None:
-        self.check()
-        super().charge_tool()
+def control_of(budget: Any) -> RunBudget | None:
+    """The budget as a cancel control: a :class:`RunBudget`, else None (a plain ``Budget`` cannot be cancelled)."""
+    return budget if isinstance(budget, RunBudget) else None
 
 
 class StreamFold:
@@ -113,130 +64,71 @@ class StreamFold:
         return collect_stream(iter(self.chunks))
 
 
-class _Raised:
-    __slots__ = ("error",)
+def complete(llm: LLM, messages: Sequence[Message], *, control: RunBudget | None = None, stop: Sequence[str] = (),
+             tools: list | None = None) -> LLMResponse:
+    """One LLM call, not streamed; with a ``control`` its ``cancel()`` ends the wait (:class:`RunCancelled`)."""
+    def work() -> LLMResponse:
+        return call_llm(llm, messages, stop, tools)
 
-    def __init__(self, error: BaseException):
-        self.error = error
+    response = work() if control is None else interruptible(work, control)
+    response.text = cut_at_stop(response.text, stop)[0]  # a server may ignore the stop sequences
+    return response
 
 
-_END = object()
-_CANCEL = object()
-
-
-def interruptible(work: Callable[[], Any], control: RunBudget) -> Any:
-    """``work()`` in a helper thread; :meth:`RunBudget.cancel` ends the wait at once (the result is dropped)."""
-    control.check()
-    done = threading.Event()
-    box: list[Any] = []
-
-    def run() -> None:
-        try:
-            box.append(work())
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            box.append(_Raised(exc))
-        finally:
-            done.set()
-
-    remove = control.on_cancel(done.set)
+def llm_reply(llm: LLM, messages: Sequence[Message], *, control: RunBudget | None = None, stream: bool = False,
+              stop: Sequence[str] = (), tools: list | None = None,
+              depth: int = 0) -> Generator[TokenEvent, None, LLMResponse]:
+    """One LLM call for a sync driver: the token events of a stream (none otherwise); returns the response.
+    With a ``control`` its ``cancel()`` ends the wait for the reply or the next chunk."""
+    if not stream:
+        return complete(llm, messages, control=control, stop=stop, tools=tools)
+    fold = StreamFold(depth, stop)
+    open_stream = lambda: stream_llm(llm, messages, stop, tools)  # noqa: E731
+    chunks = open_stream() if control is None else interruptible_iter(open_stream, control)
     try:
-        threading.Thread(target=run, name="tool-hub-llm", daemon=True).start()
-        done.wait()
+        for chunk in chunks:
+            token = fold.feed(chunk)
+            if token is not None:
+                yield token
     finally:
-        remove()
-    control.check()
-    if isinstance(box[0], _Raised):
-        raise box[0].error
-    return box[0]
+        close = getattr(chunks, "close", None)
+        if callable(close):
+            close()
+    tail = fold.flush()
+    if tail is not None:
+        yield tail
+    return fold.response()
 
 
-def interruptible_iter(open_iter: Callable[[], Iterable[Any]], control: RunBudget) -> Iterator[Any]:
-    """The items of ``open_iter()``, read in a helper thread; ``cancel()`` ends the wait for the next one."""
-    control.check()
-    items: queue.SimpleQueue = queue.SimpleQueue()
-    stop = threading.Event()
-
-    def run() -> None:
-        try:
-            source = open_iter()
-            try:
-                for item in source:
-                    if stop.is_set():
-                        break
-                    items.put(item)
-            finally:
-                close = getattr(source, "close", None)
-                if callable(close):
-                    close()
-            items.put(_END)
-        except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
-            items.put(_Raised(exc))
-
-    remove = control.on_cancel(lambda: items.put(_CANCEL))
-    try:
-        threading.Thread(target=run, name="tool-hub-llm-stream", daemon=True).start()
-        while True:
-            item = items.get()
-            if item is _CANCEL:
-                control.check()
-            if item is _END:
+async def allm_reply(llm: LLM, messages: Sequence[Message], *, control: RunBudget | None = None,
+                     stream: bool = False, stop: Sequence[str] = (), tools: list | None = None, depth: int = 0,
+                     executor: Any = None) -> AsyncGenerator[Any, None]:
+    """One LLM call for an async driver: token events, then the response as the last item. ``acomplete`` /
+    ``astream`` are awaited (an LLM without them runs in ``executor``); ``cancel()`` of a ``control``, from
+    any thread, abandons the call and raises :class:`RunCancelled`."""
+    if control is not None:
+        control.check()
+    fold = StreamFold(depth, stop) if stream else None
+    if stream:
+        source = astream_llm(llm, messages, stop, tools, executor=executor)
+    else:
+        source = _one(acall_llm(llm, messages, stop, tools, executor=executor))
+    async with aclosing(cancellable(source, control)) as items:
+        async for item in items:
+            if fold is None:
+                item.text = cut_at_stop(item.text, stop)[0]
+                yield item
                 return
-            if isinstance(item, _Raised):
-                raise item.error
-            yield item
-    finally:
-        stop.set()
-        remove()
+            token = fold.feed(item)
+            if token is not None:
+                yield token
+    if fold is not None:
+        tail = fold.flush()
+        if tail is not None:
+            yield tail
+        yield fold.response()
 
 
-async def one(awaitable: Any) -> AsyncIterator[Any]:
+async def _one(awaitable: Any) -> AsyncIterator[Any]:
+    """An awaitable as an async iterator of its one result."""
     yield await awaitable
-
-
-async def cancellable(source: AsyncIterator[Any], control: RunBudget | None) -> AsyncIterator[Any]:
-    """The items of ``source``; with a ``control``, its ``cancel()`` (from any thread) abandons the wait
-    and raises :class:`RunCancelled`."""
-    if control is None:
-        async for item in source:
-            yield item
-        return
-    loop = asyncio.get_running_loop()
-    items: asyncio.Queue = asyncio.Queue()
-
-    async def pump() -> None:
-        try:
-            async for item in source:
-                items.put_nowait(item)
-            items.put_nowait(_END)
-        except BaseException as exc:  # noqa: BLE001 - handed to the reader (CancelledError: we stopped it)
-            items.put_nowait(_Raised(exc))
-        finally:
-            aclose = getattr(source, "aclose", None)
-            if aclose is not None:
-                try:
-                    await aclose()
-                except BaseException:  # noqa: BLE001 - closing an abandoned stream
-                    pass
-
-    task = loop.create_task(pump())
-
-    def wake() -> None:
-        items.put_nowait(_CANCEL)
-        task.cancel()
-
-    remove = control.on_cancel(lambda: loop.call_soon_threadsafe(wake))
-    try:
-        while True:
-            item = await items.get()
-            if item is _CANCEL:
-                control.check()
-                continue
-            if item is _END:
-                return
-            if isinstance(item, _Raised):
-                raise item.error
-            yield item
-    finally:
-        remove()
-        if not task.done():
-            task.cancel()

@@ -21,24 +21,26 @@ with ``stopped_by="cancelled"`` and the steps so far.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as _dt
+import functools
 import logging
 import time
+from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Generator, Iterable, Sequence
+from typing import Any, AsyncGenerator, Callable, Generator, Iterable, Sequence
 
 from ..errors import OutputParserError, UserError
 from ..events import AnswerEvent, ErrorEvent, Event, ThoughtEvent
-from ..llm.base import LLM, LLMResponse, Message, ToolCall, acall_llm, astream_llm, call_llm, stream_llm
-from ..llm.stops import cut_at_stop
+from ..llm.base import LLM, LLMResponse, Message, ToolCall
 from ..redact import Redactor
 from ..run.budget import Budget, BudgetExceeded
+from ..run.control import RunBudget, RunCancelled
 from ..run.steps import ParseFailureStep, RunResult, RunState, ToolStep
+from ..runtime.bridge import await_in_thread
 from ..tools.base import Tool, ToolContext
 from . import native
 from .dispatch import dispatch, resolve_tool, truncate_observation
-from .drivers import RunBudget, RunCancelled, StreamFold, cancellable, interruptible, interruptible_iter, one
+from .drivers import allm_reply, control_of, llm_reply
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts, tool_block
 
@@ -96,7 +98,10 @@ class Engine:
             raise UserError(f"tool_calling must be 'text' or 'native', not {self.settings.tool_calling!r}")
         # native mode needs tools to call; without any it is the text protocol's no-tools prompt
         self.native = mode == "native" and bool(self.tools)
-        self._schemas, self._sent_names = native.tool_schemas(self.tools.values()) if self.native else (None, {})
+        self._schemas: list[dict] | None = None
+        self._sent_names: dict[str, str] = {}
+        if self.native:
+            self._schemas, self._sent_names = native.tool_schemas(self.tools.values())
 
     # ---- the loop ------------------------------------------------------------
 
@@ -114,8 +119,10 @@ class Engine:
                     return stop.value
                 value = error = None
                 if isinstance(item, _LLMCall):
-                    try:
-                        value = yield from self._llm_sync(item)
+                    try:  # with a RunBudget, cancel() ends the wait for the LLM
+                        value = yield from llm_reply(self.llm, item.messages, control=control_of(self.budget),
+                                                     stream=item.stream, stop=STOP_SEQUENCES, tools=item.tools,
+                                                     depth=self.settings.depth)
                     except Exception as exc:  # the loop decides: cancelled, budget, or up to the caller
                         error = exc
                 elif item is not _TOOL_START and item is not _TOOL_END:
@@ -124,7 +131,7 @@ class Engine:
             steps.close()
 
     async def aiter_run(self, query: str, history: Sequence[Message] = (), *, stream: bool = False,
-                        session_id: str = "default", executor: Any = None) -> AsyncIterator[Any]:
+                        session_id: str = "default", executor: Any = None) -> AsyncGenerator[Any, None]:
         """The run for asyncio: yields the events, then the :class:`RunResult` as the last item.
 
         LLM calls are awaited (``acomplete`` / ``astream``; an LLM without them runs in
@@ -134,31 +141,31 @@ class Engine:
         ``CancelledError`` goes on: nothing the run started is left running.
         """
         steps = self._steps(query, history, stream, session_id)
-        loop = asyncio.get_running_loop()
         value: Any = None
         error: BaseException | None = None
         threaded = False
         try:
             while True:
-                try:
-                    if threaded:
-                        item = await self._step_in_thread(loop, executor, steps, value, error)
-                    else:
-                        item = steps.throw(error) if error is not None else steps.send(value)
-                except StopIteration as stop:
-                    yield stop.value
+                step = functools.partial(_advance, steps, value, error)
+                ended, item = (await await_in_thread(step, executor, on_abandon=self._abandon)) if threaded else step()
+                if ended:
+                    yield item
                     return
                 value = error = None
                 if item is _TOOL_START or item is _TOOL_END:
                     threaded = item is _TOOL_START
                 elif isinstance(item, _LLMCall):
                     threaded = False
+                    reply = allm_reply(self.llm, item.messages, control=control_of(self.budget), stream=item.stream,
+                                       stop=STOP_SEQUENCES, tools=item.tools, depth=self.settings.depth,
+                                       executor=executor)
                     try:
-                        async for piece in self._llm_async(item, executor):
-                            if isinstance(piece, LLMResponse):
-                                value = piece
-                            else:
-                                yield piece
+                        async with aclosing(reply) as pieces:
+                            async for piece in pieces:
+                                if isinstance(piece, LLMResponse):
+                                    value = piece
+                                else:
+                                    yield piece
                     except Exception as exc:
                         error = exc
                 else:
@@ -166,24 +173,14 @@ class Engine:
         finally:
             steps.close()
 
-    async def _step_in_thread(self, loop: Any, executor: Any, steps: Generator, value: Any,
-                              error: BaseException | None) -> Any:
-        step = (lambda: steps.throw(error)) if error is not None else (lambda: steps.send(value))
-        future = loop.run_in_executor(executor, step)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            cancel = getattr(self.budget, "cancel", None)
-            if callable(cancel):
-                cancel("the caller went away")  # kills what the tool started
-            while not future.done():  # the thread ends its tool call; never leave it running
-                try:
-                    await asyncio.wait({future})
-                except asyncio.CancelledError:
-                    continue
-            raise
+    def _abandon(self) -> None:
+        """The async caller went away during a tool call: cancel the run, which kills what the tool started."""
+        cancel = getattr(self.budget, "cancel", None)
+        if callable(cancel):
+            cancel("the caller went away")
 
-    def _steps(self, query: str, history: Sequence[Message], stream: bool, session_id: str) -> Generator:
+    def _steps(self, query: str, history: Sequence[Message], stream: bool,
+               session_id: str) -> Generator[Any, Any, RunResult]:
         language = detect_language(query, self.settings.prompt_language)
         state = RunState(query=query, messages=self._initial_messages(query, history, language), language=language,
                          session_id=session_id)
@@ -241,63 +238,6 @@ class Engine:
                   response.finish_reason, time.perf_counter() - started)
         return response
 
-    # ---- the drivers' LLM calls --------------------------------------------------------
-
-    def _control(self) -> "RunBudget | None":
-        return self.budget if isinstance(self.budget, RunBudget) else None
-
-    def _llm_sync(self, call: _LLMCall) -> Generator[Event, None, LLMResponse]:
-        """One LLM call for ``iter_run``; with a :class:`RunBudget` it waits in a way ``cancel()`` interrupts."""
-        control = self._control()
-        if not call.stream:
-            def complete() -> LLMResponse:
-                return call_llm(self.llm, call.messages, STOP_SEQUENCES, call.tools)
-
-            response = complete() if control is None else interruptible(complete, control)
-            response.text = cut_at_stop(response.text, STOP_SEQUENCES)[0]
-            return response
-        fold = StreamFold(self.settings.depth, STOP_SEQUENCES)
-        open_stream = lambda: stream_llm(self.llm, call.messages, STOP_SEQUENCES, call.tools)  # noqa: E731
-        chunks = open_stream() if control is None else interruptible_iter(open_stream, control)
-        try:
-            for chunk in chunks:
-                token = fold.feed(chunk)
-                if token is not None:
-                    yield token
-        finally:
-            close = getattr(chunks, "close", None)
-            if callable(close):
-                close()
-        tail = fold.flush()
-        if tail is not None:
-            yield tail
-        return fold.response()
-
-    async def _llm_async(self, call: _LLMCall, executor: Any) -> AsyncIterator[Any]:
-        """One LLM call for ``aiter_run``: token events, then the response. ``cancel()`` from any thread
-        abandons the call and raises :class:`RunCancelled`."""
-        control = self._control()
-        if control is not None:
-            control.check()
-        fold = StreamFold(self.settings.depth, STOP_SEQUENCES) if call.stream else None
-        if call.stream:
-            source = astream_llm(self.llm, call.messages, STOP_SEQUENCES, call.tools, executor=executor)
-        else:
-            source = one(acall_llm(self.llm, call.messages, STOP_SEQUENCES, call.tools, executor=executor))
-        async for item in cancellable(source, control):
-            if fold is None:
-                item.text = cut_at_stop(item.text, STOP_SEQUENCES)[0]
-                yield item
-                return
-            token = fold.feed(item)
-            if token is not None:
-                yield token
-        if fold is not None:
-            tail = fold.flush()
-            if tail is not None:
-                yield tail
-            yield fold.response()
-
     def _send_feedback(self, state: RunState, text: str, err: OutputParserError) -> Generator[Event, None, None]:
         failure = ParseFailureStep(text, err.feedback)
         state.parse_failures.append(failure)
@@ -310,7 +250,7 @@ class Engine:
         output = text.strip() or self._prompts(state).render("empty_reply")
         return (yield from self._answer(state, output, "parse_error"))
 
-    def _act(self, state: RunState, action: Action, call_id: str | None = None) -> Generator[Event, None, None]:
+    def _act(self, state: RunState, action: Action, call_id: str | None = None) -> Generator[Any, None, None]:
         """Run one action; its observation goes back as a ``tool`` message when it answers a native call."""
         context = state.tool_context
         if context is None:  # one per run: nothing in it changes from step to step
@@ -416,6 +356,15 @@ class Engine:
         else:
             system = prompts.render("system_no_tools", **values)
         return [{"role": "system", "content": system}, *history, {"role": "user", "content": query}]
+
+
+def _advance(steps: Generator[Any, Any, Any], value: Any, error: BaseException | None) -> tuple[bool, Any]:
+    """One step of the loop: ``(False, item)``, or ``(True, result)`` when it returned (a StopIteration
+    cannot cross the future of a thread step)."""
+    try:
+        return False, (steps.throw(error) if error is not None else steps.send(value))
+    except StopIteration as stop:
+        return True, stop.value
 
 
 def _one_line(text: str) -> str:

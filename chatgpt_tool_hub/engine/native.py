@@ -90,14 +90,21 @@ def _arguments(raw: str | Mapping[str, Any] | None) -> dict | str:
         return {}
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except ValueError as exc:  # a JSONDecodeError, or int() refusing a number with too many digits
         if text.startswith("{"):
-            where = "it ends before the object is closed" if exc.pos >= len(text) - 1 else f"at character {exc.pos}"
-            return MalformedArguments(text, f"the call's arguments are not valid JSON ({exc.msg}; {where})")
+            return MalformedArguments(text, f"the call's arguments are not valid JSON ({_json_problem(exc, text)})")
         return text
     if value is None:  # "null": no arguments, as an empty string or a JSON null on the wire
         return {}
     return value if isinstance(value, dict) else text
+
+
+def _json_problem(exc: ValueError, text: str) -> str:
+    """What is wrong with ``text`` and where, as :func:`json.loads` reported it."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return str(exc)
+    where = "it ends before the object is closed" if exc.pos >= len(text) - 1 else f"at character {exc.pos}"
+    return f"{exc.msg}; {where}"
 
 
 def tool_input(call: ToolCall, tool: Tool | None) -> str | dict:

@@ -236,7 +236,8 @@ def _drop_think(text: str) -> str:
 
 def _fence_blocks(text: str) -> list[tuple[int, int, int, int, str]]:
     """Pair ``` lines: (open start, open end, close start, close end, tag); unclosed runs to the end."""
-    blocks, stack = [], []
+    blocks: list[tuple[int, int, int, int, str]] = []
+    stack: list[tuple[re.Match[str], str]] = []
     for m in _FENCE_RE.finditer(text):
         tag = m.group("tag").strip().lower()
         if tag or not stack:
@@ -251,7 +252,9 @@ def _fence_blocks(text: str) -> list[tuple[int, int, int, int, str]]:
 def _unwrap_fence(text: str) -> str:
     """Remove the fence lines of a plain ``` block that wraps the reply's first marker."""
     first = next((m for m in _MARKER_RE.finditer(text) if _kind(m)), None)
-    for ostart, oend, cstart, cend, tag in _fence_blocks(text) if first else ():
+    if first is None:
+        return text
+    for ostart, oend, cstart, cend, tag in _fence_blocks(text):
         if ostart > first.start():
             break
         if tag in _WRAPPER_TAGS and oend <= first.start() < cstart:
@@ -415,7 +418,7 @@ def _find_embedded_json_action(text: str, names: list[str]) -> tuple[int, int, d
         status, end = _scan_object(text, start)
         obj = _load_object(text[start:end]) if status == "ok" else None
         shape = _json_shape(obj) if obj is not None else None
-        if shape is not None and (_registered(shape[0], names) or _is_finish(shape[0])):
+        if obj is not None and shape is not None and (_registered(shape[0], names) or _is_finish(shape[0])):
             return start, end, obj
     return None
 
@@ -449,7 +452,8 @@ def _json_shape(obj: dict, wrapped: bool = False) -> tuple[str, object, str] | N
     thought = obj.get("thought") or obj.get("thoughts") or ""
     if isinstance(thought, dict):  # chatgpt-tool-hub: {"thoughts": {"text": ...}}
         thought = thought.get("text") or thought.get("reasoning") or ""
-    tool, keys = obj.get("action"), ("action_input", "actioninput", "tool_input", "input", "arguments")
+    tool: object = obj.get("action")
+    keys: tuple[str, ...] = ("action_input", "actioninput", "tool_input", "input", "arguments")
     if isinstance(obj.get("tool"), dict):  # chatgpt-tool-hub: {"tool": {"name": ..., "input": ...}}
         obj = _plain_keys(obj["tool"])
         tool, keys = obj.get("name"), ("input", "arguments", "args")

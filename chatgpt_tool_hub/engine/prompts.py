@@ -61,7 +61,8 @@ def _parse(text: str) -> dict[str, str]:
 def load_prompts(language: str = "en") -> PromptSet:
     if language not in LANGUAGES:
         raise UserError(f"prompt_language must be one of {', '.join(LANGUAGES)} or 'auto', not {language!r}")
-    text = resources.files("chatgpt_tool_hub.engine").joinpath("prompts", f"{language}.txt").read_text("utf-8")
+    folder = resources.files("chatgpt_tool_hub.engine").joinpath("prompts")
+    text = folder.joinpath(f"{language}.txt").read_text("utf-8")
     return PromptSet(language, _parse(text))
 
 

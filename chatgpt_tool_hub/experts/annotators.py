@@ -25,7 +25,7 @@ both tools). The pose tool lives in ``annotators_pose``.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ToolExecutionError
 from ..runtime.models.devices import tool_key
@@ -61,7 +61,13 @@ def _description(name: str, makes: str, use: str, output: str, example_op: str) 
             f'Example: {{"image": "image/1a2b3c4d.png"}} -> "... image/5e6f7a8b_{example_op}_1a2b3c4d_1a2b3c4d.png ...".')
 
 
-class _NoModel:
+if TYPE_CHECKING:  # the class the mixin goes into, so that its uses of the tool's attributes are checked
+    _MixinBase = ExpertTool
+else:
+    _MixinBase = object
+
+
+class _NoModel(_MixinBase):
     """Mixin of the annotators that run no model: no load, no manager, never a planner model choice."""
 
     def _run(self, **arguments: Any) -> str:
@@ -246,7 +252,7 @@ class ImageToNormalTool(ExpertTool):
     @classmethod
     def from_context(cls, context: Any) -> "ImageToNormalTool":
         """As every expert tool; without ``image_to_normal_model`` the ``depth_estimation_model`` runs."""
-        tool = super().from_context(context)
+        tool = cast(ImageToNormalTool, super().from_context(context))  # ``cls(...)``: an ImageToNormalTool
         depth_model = context.settings.get("depth_estimation_model")
         if not tool.model_configured and depth_model and str(depth_model).strip():
             tool.model, tool.model_configured = str(depth_model).strip(), True

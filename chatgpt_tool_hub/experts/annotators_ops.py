@@ -20,11 +20,13 @@ numpy is imported inside the functions, like every heavy import of the expert to
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["canny", "hough_segments", "gaussian_blur", "scribble", "normals_from_depth", "sobel"]
 
 _TAN_22_5 = 0.4142135623730950
+
+Border = Literal["edge", "reflect", "symmetric", "wrap", "constant"]  # the numpy pad modes a border may take
 
 
 def _shift(array: Any, dy: int, dx: int, fill: float = 0) -> Any:
@@ -39,7 +41,7 @@ def _shift(array: Any, dy: int, dx: int, fill: float = 0) -> Any:
     return out
 
 
-def sobel(array: Any, border: str = "edge") -> tuple[Any, Any]:
+def sobel(array: Any, border: Border = "edge") -> tuple[Any, Any]:
     """The 3x3 Sobel derivatives ``(d/dx, d/dy)`` of a 2-D float array (``border``: numpy's pad mode;
     ``"edge"`` is OpenCV's BORDER_REPLICATE, ``"reflect"`` its default BORDER_REFLECT_101)."""
     import numpy as np
@@ -82,7 +84,9 @@ def canny(rgb: Any, low: float = 100, high: float = 200, blur: float = 0.0) -> A
     if image.ndim == 2:
         image = image[:, :, None]
     low, high = sorted((float(low), float(high)))
-    best_mag = best_dx = best_dy = None
+    best_mag: Any = None  # the per-pixel winner over the channels (numpy arrays once the first channel is in)
+    best_dx: Any = None
+    best_dy: Any = None
     for channel in range(image.shape[2]):
         plane = gaussian_blur(image[:, :, channel], blur) if blur > 0 else image[:, :, channel]
         dx, dy = sobel(plane, "edge")

@@ -144,7 +144,9 @@ class ImageToPoseTool(ExpertTool):
             import transformers
 
             processor = transformers.AutoImageProcessor.from_pretrained(location, token=token)
-            model = transformers.VitPoseForPoseEstimation.from_pretrained(location, dtype=args["dtype"], token=token)
+            # Any: transformers' stubs give ``model.to`` an unbound signature
+            model: Any = transformers.VitPoseForPoseEstimation.from_pretrained(location, dtype=args["dtype"],
+                                                                               token=token)
             return PoseModel(model.to(device).eval(), processor, device)
 
         return self.load_checkpoint(build, device, dtype)

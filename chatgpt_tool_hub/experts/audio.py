@@ -22,7 +22,7 @@ from .vision import _records
 
 __all__ = ["SpeechRecognitionTool", "TextToSpeechTool", "read_audio", "resample", "wav_seconds"]
 
-AUDIO_PARAMETERS = {
+AUDIO_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "audio": {"type": "string",
@@ -100,7 +100,7 @@ class SpeechRecognitionTool(ExpertTool):
             positions = getattr(getattr(model.model, "config", None), "max_target_positions", None)
             if positions:  # Whisper refuses prompt + new tokens beyond its target positions
                 limit = min(limit, int(positions) - 4)
-            generate = {"max_new_tokens": max(1, limit)}
+            generate: dict[str, Any] = {"max_new_tokens": max(1, limit)}
             if str(self.options["language"]).strip():
                 generate["language"] = str(self.options["language"]).strip()
             kwargs["generate_kwargs"] = generate

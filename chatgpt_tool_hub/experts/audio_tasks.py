@@ -211,7 +211,9 @@ class AudioToAudioTool(ExpertTool):
         def build_vocoder(location: str, args: dict[str, Any]) -> Any:
             from transformers import SpeechT5HifiGan
 
-            return SpeechT5HifiGan.from_pretrained(location, dtype=args["dtype"], token=token).to(device).eval()
+            # Any: transformers' stubs give ``model.to`` an unbound signature
+            vocoder: Any = SpeechT5HifiGan.from_pretrained(location, dtype=args["dtype"], token=token)
+            return vocoder.to(device).eval()
 
         def build(location: str, args: dict[str, Any]) -> Any:
             import numpy as np
@@ -221,7 +223,9 @@ class AudioToAudioTool(ExpertTool):
             if getattr(config, "model_type", "") != "speecht5":
                 raise ValueError(f"{self.model} is a {getattr(config, 'model_type', '?')} model, not SpeechT5 voice "
                                  f"conversion (such as {self.default_model})")
-            model = transformers.SpeechT5ForSpeechToSpeech.from_pretrained(location, dtype=args["dtype"], token=token)
+            # Any: transformers' stubs give ``model.to`` an unbound signature
+            model: Any = transformers.SpeechT5ForSpeechToSpeech.from_pretrained(location, dtype=args["dtype"],
+                                                                                token=token)
             extractor = transformers.AutoFeatureExtractor.from_pretrained(location, token=token)
             own = os.path.join(location, "vocoder")
             vocoder_source = own if os.path.isfile(os.path.join(own, "config.json")) else str(self.options["vocoder"])

@@ -42,8 +42,10 @@ tool is built: the model is loaded through the ``ModelManager`` on first call.
 ``tool.fixed_model`` says why it must not (an endpoint, or ``<tool>_model`` set).
 Each app has its own ``ModelManager`` (its own budget; ``context.models``):
 the app's tools share it and ``close()`` leaves models warm; ``tool.unload()``
-evicts one, ``tool.manager.clear()`` all of that app's. A tool built alone
-(``from_config``) uses the process-wide ``default_manager()``.
+evicts one, ``tool.manager.clear()`` all of that app's. Tools built alone
+(``from_config``) share the process-wide manager of their
+``expert_memory_budget_mb`` (``shared_manager(budget)``; without a budget
+``default_manager()``), whose budget no other tool or app can change.
 Every failure inside a call becomes a ``ToolExecutionError`` (an observation).
 """
 
@@ -59,7 +61,7 @@ from ..errors import ConfigError, ModelFeedbackError, ToolExecutionError, ToolIn
 from ..loadlock import CALL_GATE
 from ..runtime import filenames as files
 from ..runtime.models.devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool_key
-from ..runtime.models.manager import ModelManager, configured_budget, default_manager
+from ..runtime.models.manager import ModelManager, default_manager, manager_of
 from ..tools.base import Tool
 from .remote import RemoteEndpoint
 
@@ -145,15 +147,10 @@ class ExpertTool(Tool):
     @classmethod
     def from_context(cls, context: Any) -> "ExpertTool":
         """Build for an app: the app's model manager (its own memory budget), its workspace and settings.
-        Loads nothing. Alone (``from_config(**kwargs)``), the process-wide manager is used."""
+        Loads nothing. Alone (``from_config(**kwargs)``), the process-wide manager of its budget is used."""
         prefix = tool_key(cls.name)
         settings = context.settings
-        manager = context.models
-        if manager is None:  # pure mode: one tool alone shares the process-wide manager
-            manager = default_manager()
-            budget = configured_budget(settings)
-            if budget is not None:
-                manager.memory_budget_mb = budget
+        manager = manager_of(context.models, settings)
         return cls(
             model=settings.get(f"{prefix}_model"),
             device=plan_device(cls.name, settings, half_precision=cls.half_precision),
@@ -303,11 +300,12 @@ class ExpertTool(Tool):
                          device_setting=self.device_setting, token=self.hf_token, task=task or self.task)
 
     # ---- what subclasses implement ---------------------------------------------------
+    # ``*args: Any, **inputs: Any`` lets a subclass name the keyword inputs it takes (``*, image: str``)
 
-    def call_local(self, model: Any, **inputs: Any) -> Any:  # pragma: no cover - abstract
+    def call_local(self, model: Any, *args: Any, **inputs: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError(f"expert tool '{self.name}' does not implement call_local")
 
-    def call_remote(self, endpoint: RemoteEndpoint, **inputs: Any) -> Any:
+    def call_remote(self, endpoint: RemoteEndpoint, *args: Any, **inputs: Any) -> Any:
         """POST the one file input as bytes, else ``{"inputs": <the text input>}``."""
         kinds = self.input_kinds()
         file_inputs = [inputs[n] for n, k in kinds.items() if k != "text" and n in inputs]
@@ -318,7 +316,7 @@ class ExpertTool(Tool):
         raise ToolExecutionError(f"{self.name} cannot run on a remote endpoint with several inputs; "
                                  f"unset {tool_key(self.name)}_endpoint to run it locally")
 
-    def render(self, result: Any, **inputs: Any) -> str:  # pragma: no cover - abstract
+    def render(self, result: Any, *args: Any, **inputs: Any) -> str:  # pragma: no cover - abstract
         raise NotImplementedError(f"expert tool '{self.name}' does not implement render")
 
     # ---- helpers for subclasses -----------------------------------------------------

@@ -256,8 +256,9 @@ def closeness(result: Any, size: tuple[int, int], metric: Any = "auto") -> Any:
         plane = depth.convert("L")
     else:
         return None
-    if plane.size != tuple(size):
-        plane = plane.resize(tuple(size), Image.Resampling.BILINEAR)
+    wanted = (size[0], size[1])  # a tuple even when a caller hands a list
+    if plane.size != wanted:
+        plane = plane.resize(wanted, Image.Resampling.BILINEAR)
     near = np.asarray(plane, dtype=np.float32)
     return -near if _is_metric(metric, flagged) else near
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, cast
 
 from ..config import SETTINGS
 from ..errors import LLMError, RunError, ToolExecutionError, ToolInputError
@@ -213,7 +213,7 @@ class DiffusionTool(ExpertTool):
 
     @classmethod
     def from_context(cls, context: Any) -> "DiffusionTool":
-        tool = super().from_context(context)
+        tool = cast(DiffusionTool, super().from_context(context))  # ``cls(...)``: a DiffusionTool
         tool._set_base(context.settings.get(BASE_SETTING))
         tool.translate_prompts = bool(context.settings.get(TRANSLATE_SETTING, True))
         return tool
@@ -311,7 +311,9 @@ class DiffusionTool(ExpertTool):
         """The pipeline of one call: ``model`` (the tool's own) on ``base`` (None unless ``shares_base``)."""
         return model
 
-    def generate(self, pipe: Any, **inputs: Any) -> Any:  # pragma: no cover - abstract
+    def generate(self, pipe: Any, *args: Any, **inputs: Any) -> Any:  # pragma: no cover - abstract
+        """Run ``pipe`` on the call's inputs. ``*args: Any, **inputs: Any`` lets a subclass name the keyword
+        inputs it takes (``*, image: str, text: str``)."""
         raise NotImplementedError(f"diffusion tool '{self.name}' does not implement generate")
 
     def scheduler_for(self, base: Any, kind: str | None = None) -> Any:

@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from ..errors import ToolInputError
 from ..runtime.models.devices import tool_key
@@ -39,7 +39,13 @@ from .diffusion_base import (
 __all__ = ["EditImageTool", "RemoveObjectTool", "ReplaceObjectTool", "ObjectMask"]
 
 
-class _OwnUnetMixin:
+if TYPE_CHECKING:  # the class the mixin goes into, so that its uses of the tool's attributes are checked
+    _MixinBase = DiffusionTool
+else:
+    _MixinBase = object
+
+
+class _OwnUnetMixin(_MixinBase):
     """``<tool>_share_base``: load only the checkpoint's UNet and run it on the shared base's other parts."""
 
     unet_channels: ClassVar[tuple[int, ...]] = ()  # accepted UNet input channels (empty: any)

@@ -96,8 +96,9 @@ class DocumentQuestionAnsweringTool(ImageQuestionTool):
             config = transformers.AutoConfig.from_pretrained(location, token=token)
             if _is_donut(config):
                 processor = transformers.AutoProcessor.from_pretrained(location, token=token)
-                model = transformers.VisionEncoderDecoderModel.from_pretrained(location, dtype=args["dtype"],
-                                                                               token=token)
+                # Any: transformers' stubs give ``model.to`` an unbound signature
+                model: Any = transformers.VisionEncoderDecoderModel.from_pretrained(location, dtype=args["dtype"],
+                                                                                    token=token)
                 return DonutModel(model.to(device).eval(), processor, device)
             return transformers.pipeline("document-question-answering", model=location, **args)
 

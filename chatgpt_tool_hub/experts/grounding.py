@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from ..errors import ToolExecutionError, ToolInputError
 from ..runtime.models.devices import tool_key
@@ -32,7 +32,7 @@ __all__ = ["ZeroShotObjectDetectionTool", "SegmentByTextTool", "SamSegmenter", "
 
 DEFAULT_DETECTOR = "google/owlvit-base-patch32"
 
-LABELS_PARAMETERS = {
+LABELS_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "image": {"type": "string",
@@ -50,7 +50,7 @@ MAX_LABELS = 32
 def parse_labels(text: Any) -> list[str]:
     """The distinct, non-empty labels of a comma- (or semicolon-, or newline-) separated text or a list."""
     parts = text if isinstance(text, (list, tuple)) else re.split(r"[,;\n]", str(text or ""))
-    labels = []
+    labels: list[str] = []
     for part in parts:
         label = " ".join(str(part).split()).strip(" .'\"")
         if label and label.lower() not in {known.lower() for known in labels}:
@@ -76,7 +76,13 @@ def _clipped_matches(result: Any, size: tuple[int, int], threshold: float) -> li
     return found
 
 
-class _LabelsInput:
+if TYPE_CHECKING:  # the class the mixin goes into, so that its uses of the tool's attributes are checked
+    _MixinBase = ExpertTool
+else:
+    _MixinBase = object
+
+
+class _LabelsInput(_MixinBase):
     """Mixin: the ``image`` + ``labels`` input, also as plain text ``image/1a2b3c4d.png, cat, dog``."""
 
     def parse_arguments(self, tool_input: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -192,7 +198,7 @@ class SegmentByTextTool(_LabelsInput, ExpertTool):
     def from_context(cls, context: Any) -> "SegmentByTextTool":
         """As every expert tool; without ``segment_by_text_detector`` the ``zero_shot_object_detection_model``
         detects (one load for both tools)."""
-        tool = super().from_context(context)
+        tool = cast(SegmentByTextTool, super().from_context(context))  # ``cls(...)``: a SegmentByTextTool
         if not str(tool.options.get("detector") or "").strip():
             tool.options["detector"] = str(context.settings.get("zero_shot_object_detection_model") or "").strip()
         return tool
@@ -214,7 +220,8 @@ class SegmentByTextTool(_LabelsInput, ExpertTool):
             import transformers
 
             processor = transformers.AutoProcessor.from_pretrained(location, token=token)
-            model = transformers.SamModel.from_pretrained(location, dtype=args["dtype"], token=token)
+            # Any: transformers' stubs give ``model.to`` an unbound signature
+            model: Any = transformers.SamModel.from_pretrained(location, dtype=args["dtype"], token=token)
             return SamSegmenter(model.to(device).eval(), processor, device)
 
         return self.load_checkpoint(build, device, dtype)

@@ -39,7 +39,7 @@ from .vision import _records
 
 __all__ = ["Seq2SeqModel", "SummarizationTool", "TranslationTool", "Text2TextGenerationTool", "opus_pair"]
 
-TEXT_PARAMETERS = {
+TEXT_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "text": {"type": "string",

@@ -170,8 +170,8 @@ class QuestionAnsweringTool(ExpertTool):
         for record in _records(result):
             text = str(record.get("answer", "")).strip()
             try:
-                score = float(record.get("score"))
-            except (TypeError, ValueError):
+                score: float | None = float(record["score"])
+            except (KeyError, TypeError, ValueError):
                 score = None
             if text:
                 answers.append((text, score))

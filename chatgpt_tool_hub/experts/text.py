@@ -218,8 +218,8 @@ class TokenClassificationTool(_TextPipelineTool):
             word = str(record.get("word", "")).strip()
             group = str(record.get("entity_group", record.get("entity", ""))).strip()
             try:
-                score = float(record.get("score"))
-            except (TypeError, ValueError):
+                score = float(record["score"])
+            except (KeyError, TypeError, ValueError):
                 continue
             if word and group and group != "O":
                 entities.append((int(record.get("start") or 0), word, group, score))

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import ToolInputError
 from ..runtime import filenames as files
+from ..runtime.models.loading import token_limit  # how many tokens a model reads (shared with the embedder)
 
 __all__ = ["TEXT_FILE", "MAX_TEXT_FILE_BYTES", "text_argument", "token_limit", "count_tokens", "split_chunks",
            "preview", "cut_note", "as_arguments", "fit_tokenizer"]
@@ -51,19 +52,6 @@ def text_argument(value: Any, workspace: str | os.PathLike, *, tool: str, what: 
     if not text:
         raise ToolInputError(f"{tool} needs {what}, e.g. {example}")
     return text
-
-
-def token_limit(tokenizer: Any, config: Any = None, fallback: int = 512) -> int:
-    """The most tokens the model reads: the tokenizer's ``model_max_length`` unless it is the "no limit" stand-in
-    (1e30), else the config's positions, else ``fallback``."""
-    limit = getattr(tokenizer, "model_max_length", None)
-    if isinstance(limit, int) and 0 < limit < 1_000_000:
-        return limit
-    for name in ("max_position_embeddings", "n_positions", "max_source_positions"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value - 2 if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert") else value
-    return fallback
 
 
 def count_tokens(tokenizer: Any, texts: list[str]) -> list[int]:

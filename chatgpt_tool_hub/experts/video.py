@@ -18,7 +18,7 @@ from .vision import _records, _scored
 
 __all__ = ["VideoClassificationTool", "VideoClassifier", "VIDEO_PARAMETERS"]
 
-VIDEO_PARAMETERS = {
+VIDEO_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "video": {"type": "string",

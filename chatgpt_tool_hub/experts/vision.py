@@ -9,7 +9,7 @@ from .base import ExpertTool, open_image
 
 __all__ = ["ImageCaptioningTool", "ObjectDetectionTool", "ImageClassificationTool", "IMAGE_PARAMETERS"]
 
-IMAGE_PARAMETERS = {
+IMAGE_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "image": {"type": "string",

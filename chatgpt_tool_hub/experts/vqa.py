@@ -134,7 +134,7 @@ class VisualQuestionAnsweringTool(ImageQuestionTool):
         return endpoint.post_json({"image": image_base64(image), "question": question})
 
     def render(self, result: Any, *, image: str, question: str) -> str:
-        answers = []
+        answers: list[tuple[str, float | None]] = []
         for record in _records(result):
             text = str(record.get("answer", record.get("generated_text", "")) or "").strip()
             if not text:
@@ -146,8 +146,8 @@ class VisualQuestionAnsweringTool(ImageQuestionTool):
                 answers.append((text, None))
         if not answers:
             return f"The model gave no answer to {question!r} about {self.rel(image)}."
-        scored = [a for a in answers if a[1] is not None]
+        scored = [(text, score) for text, score in answers if score is not None]
         if scored:
-            answers = sorted(scored, key=lambda a: -a[1])[: max(1, int(self.options["top_k"]))]
+            answers = list(sorted(scored, key=lambda a: -a[1])[: max(1, int(self.options["top_k"]))])
         shown = "; ".join(f"{text} ({score:.2f})" if score is not None else text for text, score in answers)
         return ToolResult(f"Answer about {self.rel(image)}: {shown}", value=answers[0][0])

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+
+from ..runtime.bridge import aiter_in_thread
 
 __all__ = ["Message", "Usage", "ToolCall", "LLMResponse", "StreamChunk", "LLM", "BaseLLM", "collect_stream",
            "call_llm", "stream_llm", "acall_llm", "astream_llm", "with_options", "as_response", "as_tool_calls"]
@@ -210,7 +211,7 @@ def call_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None =
     """
     from .stops import cut_at_stop
 
-    extra = {"tools": list(tools)} if tools else {}
+    extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
     try:
         return as_response(llm.complete(list(messages), stop=list(stop) if stop else None, **extra))
     except TypeError as exc:
@@ -319,47 +320,5 @@ async def astream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str]
         yield StreamChunk(text=response.text, finish_reason=response.finish_reason, usage=response.usage,
                           tool_calls=list(response.tool_calls))
         return
-    async for chunk in _threaded_stream(lambda: stream_llm(llm, messages, stop, tools), executor):
+    async for chunk in aiter_in_thread(lambda: stream_llm(llm, messages, stop, tools), executor):
         yield chunk
-
-
-_DONE = object()
-
-
-async def _threaded_stream(open_stream: Any, executor: Any) -> AsyncIterator[StreamChunk]:
-    """A sync stream read in one thread of ``executor``; chunks are handed to the event loop as they come."""
-    loop = asyncio.get_running_loop()
-    chunks: asyncio.Queue = asyncio.Queue()
-    stop = threading.Event()
-
-    def read() -> None:
-        try:
-            source = open_stream()
-            try:
-                for chunk in source:
-                    loop.call_soon_threadsafe(chunks.put_nowait, chunk)
-                    if stop.is_set():
-                        break
-            finally:
-                close = getattr(source, "close", None)
-                if callable(close):
-                    close()
-            loop.call_soon_threadsafe(chunks.put_nowait, _DONE)
-        except BaseException as exc:  # noqa: BLE001 - raised in the reader
-            loop.call_soon_threadsafe(chunks.put_nowait, exc)
-
-    reader = loop.run_in_executor(executor, read)
-    try:
-        while True:
-            item = await chunks.get()
-            if item is _DONE:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        if reader.done():
-            reader.exception()  # retrieved: never "exception was never retrieved"
-        else:
-            reader.add_done_callback(lambda f: f.cancelled() or f.exception())

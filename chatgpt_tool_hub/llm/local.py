@@ -196,7 +196,9 @@ class LocalLLM(BaseLLM):
         tokenizer = self._tokenizer
         prompt_len = inputs["input_ids"].shape[-1]
 
-        class _StopCriteria(transformers.StoppingCriteria):
+        criteria_base: Any = transformers.StoppingCriteria  # a class of the optional backend
+
+        class _StopCriteria(criteria_base):
             """Stop on a stop string in the generated text, or when the caller went away."""
 
             def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
@@ -250,7 +252,11 @@ class LocalLLM(BaseLLM):
             model=self.model_name,
         )
 
-    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None) -> Iterator[StreamChunk]:
+    def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
+               tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
+        if tools:  # a local model makes no native tool calls: the base class's clear error
+            yield from super().stream(messages, stop=stop, tools=tools)
+            return
         stops = [s for s in (stop or []) if s]
         torch, transformers = _import_backend()
         model, tokenizer = self._ensure_loaded()

@@ -205,8 +205,6 @@ def _chain_mentions(exc: BaseException, secret: str) -> bool:
     return False
 
 
-
-
 class StreamState:
     """One streamed completion read chunk by chunk: text cut at the stop sequences, tool-call deltas put
     together, usage and finish reason kept. ``feed`` returns the chunks to yield; ``last`` the final one."""

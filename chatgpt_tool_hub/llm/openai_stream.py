@@ -18,7 +18,7 @@ import json
 import ssl
 import sys
 from collections.abc import Mapping
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Iterator, TypeGuard
 
 __all__ = ["SSEPayloads", "iter_payloads", "aiter_payloads"]
 
@@ -91,26 +91,31 @@ def _request_of(response: Any) -> Any:
         return None
 
 
-_ERRORS: dict[str, tuple[tuple[type, ...], tuple[type, ...]]] = {}
+_Errors = tuple[type[BaseException], ...]
+_ERRORS: dict[str, tuple[_Errors, _Errors]] = {}
 
 
-def _transport_errors(response: Any) -> tuple[tuple[type, ...], tuple[type, ...]]:
+def _is_error(t: Any) -> TypeGuard[type[BaseException]]:
+    return isinstance(t, type) and issubclass(t, BaseException)
+
+
+def _transport_errors(response: Any) -> tuple[_Errors, _Errors]:
     """(timeouts, other transport errors) of the HTTP package under the response (httpx2, or httpx)."""
     name = type(getattr(response, "http_response", response)).__module__.partition(".")[0]
     found = _ERRORS.get(name)
     if found is None:
         module = sys.modules.get(name)
-        timeouts = tuple(t for t in (getattr(module, "TimeoutException", None),) if isinstance(t, type))
-        others: tuple[type, ...] = (ssl.SSLError,)
-        others += tuple(t for t in (getattr(module, "RequestError", None),) if isinstance(t, type))
+        timeouts: _Errors = tuple(t for t in (getattr(module, "TimeoutException", None),) if _is_error(t))
+        others: _Errors = (ssl.SSLError,)
+        others += tuple(t for t in (getattr(module, "RequestError", None),) if _is_error(t))
         anyio = sys.modules.get("anyio")
-        if anyio is not None and isinstance(getattr(anyio, "EndOfStream", None), type):
+        if anyio is not None and _is_error(getattr(anyio, "EndOfStream", None)):
             others += (anyio.EndOfStream,)
         found = _ERRORS[name] = (timeouts, others)
     return found
 
 
-def _openai_error(err: BaseException, response: Any, timeouts: tuple[type, ...]) -> Exception:
+def _openai_error(err: BaseException, response: Any, timeouts: _Errors) -> Exception:
     import openai
 
     if timeouts and isinstance(err, timeouts):
@@ -155,7 +160,7 @@ async def aiter_payloads(response: Any) -> AsyncIterator[Any]:
                 async with _timeout(DRAIN_S):  # in this task: the body's reader may hold its cancel scopes
                     async for _ in chunks:
                         pass
-            except (TimeoutError, *timeouts, *others):
+            except (TimeoutError,) + timeouts + others:
                 pass  # the answer is complete; the connection is closed instead of reused
         await _aclose_quietly(chunks)
 

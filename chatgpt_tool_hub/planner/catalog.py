@@ -185,7 +185,7 @@ def load_catalog(source: Catalog | str | Path | Sequence[Mapping[str, Any]] | No
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot read the model catalog {str(source)!r}: {exc}") from None
         return _from_data(data)
-    if isinstance(source, Sequence):
+    if isinstance(source, Sequence) and not isinstance(source, str):  # mypy counts str a Sequence again here
         return Catalog(source)
     raise UserError("catalog must be None, a Catalog, a JSON file path or a list of {id, task, ...} entries")
 

@@ -6,9 +6,12 @@ serves many requests at once. LLM calls: planning 1 (+1 for a re-plan),
 selection 1 per task with two or more candidates in ``"llm"`` mode (none in
 the other modes), 1 per ``conversational`` / ``text-generation`` task (the
 app's LLM answers them, :mod:`.llmtask`), response 1 (none when the planning
-reply already answered a request that needs no tool). Files the request names
-are checked and copied into the workspace while the plan is validated
-(:mod:`.inputs`).
+reply already answered a request that needs no tool). The planner's own calls
+go through the engine's LLM drivers (:mod:`chatgpt_tool_hub.engine.drivers`):
+the request's :class:`~chatgpt_tool_hub.run.control.RunBudget` ``cancel()``
+ends the wait for any of them at once, as it stops the DAG, and the request
+ends with ``stopped_by="cancelled"``. Files the request names are checked and
+copied into the workspace while the plan is validated (:mod:`.inputs`).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Mapping, Sequence
 
 from ..config import SETTINGS
+from ..engine.drivers import complete, control_of, llm_reply
 from ..engine.prompts import PromptSet, detect_language, load_prompts
 from ..events import AnswerEvent, ErrorEvent, Event, TokenEvent
-from ..llm.base import LLM, LLMResponse, Message, Usage, call_llm, collect_stream, stream_llm
+from ..llm.base import LLM, LLMResponse, Message, Usage
 from ..redact import Redactor
 from ..run.budget import Budget
+from ..run.control import RunBudget, RunCancelled
 from ..run.steps import RunUsage
 from ..tools.base import Tool, ToolContext
 from .binding import describe_inputs, workspace_roots
@@ -41,7 +46,7 @@ from .results import Assignment, PlanResult, TaskResult
 from .select import ModelSelector
 from .workers import DaemonPool
 
-__all__ = ["PlannerSettings", "RunControl", "Request", "iter_request"]
+__all__ = ["PlannerSettings", "Request", "iter_request"]
 
 Gen = Generator[Event, None, Any]
 
@@ -62,34 +67,6 @@ class PlannerSettings:
     top_k: int = _default("planner_top_k")
 
 
-class RunControl:
-    """Cancels one request from another thread: stages not begun never begin, waiting tasks never start."""
-
-    def __init__(self, session_id: str = "default"):
-        self.session_id = session_id
-        self._cancelled = threading.Event()
-        self._lock = threading.Lock()
-        self._dag: DagRun | None = None
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    def cancel(self) -> None:
-        with self._lock:
-            self._cancelled.set()
-            dag = self._dag
-        if dag is not None:
-            dag.cancel()
-
-    def attach(self, dag: DagRun) -> None:
-        with self._lock:
-            self._dag = dag
-            cancelled = self.cancelled
-        if cancelled:
-            dag.cancel()
-
-
 @dataclass
 class Request:
     """Everything one request needs and changes."""
@@ -102,10 +79,11 @@ class Request:
     history: Sequence[Message] = ()
     session_id: str = "default"
     stream: bool = False
-    control: RunControl = field(default_factory=RunControl)
     approve: Callable[[str, Any], bool] | None = None
     pool: DaemonPool | None = None  # the app's warm task threads; None: the run starts its own
-    budget: Budget | None = None  # tool calls (and subtrees' LLM calls), shared by the whole request
+    # tool calls (and subtrees' LLM calls), shared by the whole request; a RunBudget (made when None)
+    # is also the request's cancel: its cancel() stops the LLM call in flight and the DAG
+    budget: Budget | None = None
     redactor: Redactor | None = None  # the app's configured secrets, hidden in every task result
     usage: RunUsage = field(default_factory=RunUsage)
     prompts: PromptSet = field(default_factory=planner_prompts)
@@ -120,10 +98,22 @@ class Request:
             self.tools = with_llm_tasks(self.tools, system)
         if self.files is None:
             self.files = RequestFiles.of_request(self.query, self.history)
+        if self.budget is None:
+            self.budget = RunBudget()
+
+    @property
+    def control(self) -> RunBudget | None:
+        """The request's cancel (None when it was given a plain ``Budget``, which cannot be cancelled)."""
+        return control_of(self.budget)
+
+    def check(self) -> None:
+        """Raise :class:`RunCancelled` when the request was cancelled."""
+        if self.control is not None:
+            self.control.check()
 
     def complete(self, messages: list[Message]) -> LLMResponse:
-        """One LLM call, recorded (thread-safe: selection calls run in parallel)."""
-        response = call_llm(self.llm, messages)
+        """One LLM call, recorded (thread-safe: selection calls run in parallel); ``cancel()`` ends it."""
+        response = complete(self.llm, messages, control=self.control)
         self.record(response)
         return response
 
@@ -135,13 +125,20 @@ class Request:
 
 
 def iter_request(req: Request) -> Gen:
-    """Plan, select, execute, respond; yields events, returns the :class:`PlanResult`."""
+    """Plan, select, execute, respond; yields events, returns the :class:`PlanResult`. Cancelled at any
+    stage, it returns at once with ``stopped_by="cancelled"`` and the task results so far."""
     started = time.perf_counter()
-    tasks, answer, replans, first_problems = yield from _plan(req)
-    result = PlanResult("", [t.as_dict() for t in tasks], usage=req.usage, replans=replans,
-                        plan_problems=first_problems)
-    if req.control.cancelled:
-        return (yield from _finish(req, result, cancelled_answer(req.prompts, {}), "cancelled", started))
+    result = PlanResult("", usage=req.usage)
+    try:
+        return (yield from _stages(req, result, started))
+    except RunCancelled:
+        return (yield from _finish(req, result, cancelled_answer(req.prompts, result.tasks), "cancelled", started))
+
+
+def _stages(req: Request, result: PlanResult, started: float) -> Gen:
+    tasks, answer = yield from _plan(req, result)
+    result.plan = [t.as_dict() for t in tasks]
+    req.check()
     if not tasks:
         if not answer:
             messages = direct_messages(req.prompts, req.query, req.history, req.settings.bot_name)
@@ -151,8 +148,7 @@ def iter_request(req: Request) -> Gen:
         return (yield from _finish(req, result, answer, "no_tools", started))
     result.assignments = yield from _select(req, tasks)
     result.tasks = yield from _execute(req, tasks, result.assignments)
-    if req.control.cancelled:
-        return (yield from _finish(req, result, cancelled_answer(req.prompts, result.tasks), "cancelled", started))
+    req.check()
     messages = response_messages(req.prompts, req.query, req.history, tasks, result.assignments, result.tasks,
                                  workspace_roots(req.tools.values()), req.files.copies if req.files else None)
     output = (yield from _call(req, messages, req.stream)).text.strip()
@@ -170,14 +166,13 @@ def _finish(req: Request, result: PlanResult, output: str, stopped_by: str, star
 # ---- stage 1: planning ---------------------------------------------------------------
 
 
-def _plan(req: Request) -> Gen:
-    """``(tasks, answer, replans, problems of the first plan)``; a second invalid plan raises PlanError."""
+def _plan(req: Request, result: PlanResult) -> Gen:
+    """``(tasks, answer)``; ``result`` gets the replans and the problems of the first plan. A second invalid
+    plan raises PlanError."""
     messages = _planning_messages(req)
-    first_problems: list[str] = []
     for attempt in (1, 2):
+        result.replans = attempt - 1
         reply = yield from _call(req, messages, stream=False)
-        if req.control.cancelled:
-            return [], "", attempt - 1, first_problems
         try:
             parsed = parse_plan(reply.text, finish_reason=reply.finish_reason)
             tasks, problems = validate_plan(parsed.items, req.tools, max_tasks=req.settings.max_tasks,
@@ -186,16 +181,16 @@ def _plan(req: Request) -> Gen:
             if attempt == 2 and feedback.prose and (reply.text or "").strip():
                 # told to plan and still only talking: the request needs no task, and this is the answer
                 # (JARVIS answers such requests by chit-chat too)
-                return [], reply.text.strip(), attempt - 1, first_problems
+                return [], reply.text.strip()
             parsed, tasks, problems = None, [], feedback.problems
         if not problems:
             if tasks:
                 yield PlanEvent(_summary(tasks), tasks=tuple(t.as_dict() for t in tasks), attempt=attempt)
-            return tasks, (parsed.answer if parsed else ""), attempt - 1, first_problems
+            return tasks, (parsed.answer if parsed else "")
         if attempt == 2:
             raise PlanError("the LLM's plan was invalid twice; problems with the last one:\n- "
                             + "\n- ".join(problems), problems=problems, llm_output=reply.text)
-        first_problems = problems
+        result.plan_problems = problems
         yield ErrorEvent("the plan was sent back: " + "; ".join(problems), "PlanFeedback")
         messages = [*messages, {"role": "assistant", "content": reply.text or "(empty reply)"},
                     {"role": "user", "content": req.prompts.render(
@@ -265,8 +260,12 @@ def _execute(req: Request, tasks: Sequence[Task], assignments: Mapping[int, Assi
     dag = DagRun(tasks, req.tools, assignments=assignments, max_workers=req.settings.max_workers,
                  timeout=req.settings.task_timeout, context=context, pool=req.pool,
                  prompts=load_prompts(detect_language(req.query)))
-    req.control.attach(dag)
-    yield from dag.events()
+    remove = req.control.on_cancel(dag.cancel) if req.control is not None else None  # cancel() stops the DAG
+    try:
+        yield from dag.events()
+    finally:
+        if remove is not None:
+            remove()
     results: dict[int, TaskResult] = dag.results
     return results
 
@@ -275,13 +274,8 @@ def _execute(req: Request, tasks: Sequence[Task], assignments: Mapping[int, Assi
 
 
 def _call(req: Request, messages: list[Message], stream: bool) -> Gen:
-    if not stream:
-        return req.complete(messages)
-    chunks = []
-    for chunk in stream_llm(req.llm, messages):
-        chunks.append(chunk)
-        if chunk.text:
-            yield TokenEvent(chunk.text)
-    response = collect_stream(iter(chunks))
+    """One of the planner's own LLM calls (planning, a direct answer, the response), through the engine's
+    driver: streamed as token events when asked, recorded, ended at once by ``cancel()``."""
+    response = yield from llm_reply(req.llm, messages, control=req.control, stream=stream)
     req.record(response)
     return response

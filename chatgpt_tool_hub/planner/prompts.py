@@ -23,7 +23,8 @@ _DEMO = re.compile(r"demo_(\d+)_(user|assistant)$")
 
 @lru_cache(maxsize=None)
 def planner_prompts(language: str = "en") -> PromptSet:
-    text = resources.files("chatgpt_tool_hub.planner").joinpath("prompts", f"{language}.txt").read_text("utf-8")
+    folder = resources.files("chatgpt_tool_hub.planner").joinpath("prompts")
+    text = folder.joinpath(f"{language}.txt").read_text("utf-8")
     sections: dict[str, str] = {}
     marks = list(_SECTION.finditer(text))
     for i, mark in enumerate(marks):

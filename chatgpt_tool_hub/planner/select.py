@@ -13,18 +13,23 @@ one: a model id from the LLM is never used unchecked.
 from __future__ import annotations
 
 import json
-from typing import Callable, Sequence
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..config import SETTINGS
 from ..engine.prompts import PromptSet
 from ..errors import ConfigError
 from ..llm.base import Message
+from ..runtime.models.manager import ModelManager
 from ..tools.base import Tool
 from .binding import placeholders
 from .catalog import Catalog, ModelInfo, fixed_model_reason, supports_model_selection
 from .jsonish import CutOffJSON, NoJSON, extract_json
 from .plan import Task
 from .results import Assignment
+
+if TYPE_CHECKING:
+    from .embedding import Embedder
 
 __all__ = ["SELECTION_MODES", "ModelSelector"]
 
@@ -37,7 +42,10 @@ class ModelSelector:
     """Assigns a model to each task of a plan."""
 
     def __init__(self, catalog: Catalog, mode: str = SETTINGS["planner_model_selection"].default,
-                 top_k: int = SETTINGS["planner_top_k"].default, *, embedder=None):
+                 top_k: int = SETTINGS["planner_top_k"].default, *, embedder: Any = None,
+                 models: ModelManager | None = None):
+        """``embedder``: any object with ``similarities(query, texts)`` for the ``"embedding"`` mode (default:
+        the packaged MiniLM, made on first use and held by ``models``, the app's model manager)."""
         if mode not in SELECTION_MODES:
             raise ConfigError(f"planner_model_selection must be one of {', '.join(SELECTION_MODES)}, not {mode!r}",
                               key="planner_model_selection")
@@ -47,6 +55,28 @@ class ModelSelector:
         self.mode = mode
         self.top_k = top_k
         self._embedder = embedder
+        self._models = models
+        self._own_embedder: Embedder | None = None  # the one this selector made: close() frees it
+        self._lock = threading.Lock()
+
+    def embedder(self) -> Any:
+        """The embedding model of the ``"embedding"`` mode: the one given, else the packaged MiniLM in the
+        app's model manager (made on first use; nothing loads until it is asked for similarities)."""
+        with self._lock:
+            if self._embedder is None:
+                from .embedding import Embedder
+
+                self._embedder = self._own_embedder = Embedder(manager=self._models)
+            return self._embedder
+
+    def close(self) -> None:
+        """Free the embedding model this selector made (a given embedder is its owner's to close)."""
+        with self._lock:
+            own, self._own_embedder = self._own_embedder, None
+            if own is not None:
+                self._embedder = None
+        if own is not None:
+            own.close()
 
     def candidates(self, tool: Tool) -> list[ModelInfo]:
         return self.catalog.candidates(tool, self.top_k)
@@ -109,12 +139,8 @@ class ModelSelector:
 
     def _by_embedding(self, task: Task, tool: Tool, query: str, candidates: Sequence[ModelInfo]) -> Assignment:
         ids = tuple(c.id for c in candidates)
-        if self._embedder is None:
-            from .embedding import Embedder
-
-            self._embedder = Embedder()
         request = " ".join([query, *_literal_texts(task)])
-        scores = self._embedder.similarities(request, [f"{c.id}: {c.description}" for c in candidates])
+        scores = self.embedder().similarities(request, [f"{c.id}: {c.description}" for c in candidates])
         best = max(range(len(candidates)), key=lambda i: (scores[i], -i))
         ranked = tuple(ids[i] for i in sorted(range(len(ids)), key=lambda i: -scores[i]))
         return Assignment(task.id, tool.name, ids[best], f"its description is the closest to the request "

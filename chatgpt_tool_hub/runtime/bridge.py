@@ -1,10 +1,25 @@
-"""Run coroutines from synchronous code on one background event loop thread.
+"""The thread <-> event-loop bridges: the one place where blocking work meets asyncio, and where a
+cancel signal from any thread ends a wait.
 
-The engine is synchronous and calls tools from worker threads; async clients
-(the MCP SDK) need a running loop whose tasks outlive one call. A
-:class:`LoopThread` owns such a loop on a daemon thread, and a
-:class:`HeldContext` keeps async resources (a transport, a session) entered on
-it until closed::
+Waiting in a thread, ended by a cancel signal (an object with ``check()``, which
+raises once cancelled, and ``on_cancel(hook)``: the run's ``RunBudget``):
+
+- :func:`interruptible` runs ``work()`` in a helper thread; ``cancel()`` ends the wait at once;
+- :func:`interruptible_iter` reads an iterator in a helper thread, item by item, the same way.
+
+On an event loop:
+
+- :func:`cancellable` reads an async iterator; ``cancel()`` from any thread abandons the wait;
+- :func:`aiter_in_thread` reads a blocking iterator in one thread of an executor, either ahead
+  (a stream: items arrive as they are made) or in lockstep (a run generator: one step each time
+  the reader asks, and the thread is never left running when the reader goes away);
+- :func:`await_in_thread` awaits ``work()`` in an executor thread; a cancelled awaiting task waits
+  for the thread to end before ``CancelledError`` goes on.
+
+From synchronous code onto a loop: a :class:`LoopThread` owns an event loop on
+a daemon thread, for async clients (the MCP SDK) whose tasks outlive one call,
+and a :class:`HeldContext` keeps async resources (a transport, a session)
+entered on it until closed::
 
     bridge = LoopThread("mcp-fs")
     held = HeldContext(bridge, open_session)          # async def open_session(stack) -> session
@@ -18,12 +33,258 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import queue
 import threading
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import (
+    Any,
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Iterator,
+    Protocol,
+    TypeVar,
+)
 
-__all__ = ["LoopThread", "HeldContext", "unwrap_exception"]
+__all__ = ["CancelSignal", "interruptible", "interruptible_iter", "cancellable", "aiter_in_thread",
+           "await_in_thread", "LoopThread", "HeldContext", "unwrap_exception"]
 
 T = TypeVar("T")
+
+
+class CancelSignal(Protocol):
+    """What ends a bridged wait: ``check()`` raises once cancelled; ``on_cancel(hook)`` runs ``hook`` on
+    cancel (at once when already cancelled) and returns a remover."""
+
+    def check(self) -> None:
+        ...
+
+    def on_cancel(self, hook: Callable[[], Any]) -> Callable[[], None]:
+        ...
+
+
+class _Raised:
+    """An error raised in the producing thread, handed to the reader to raise."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+_END = object()     # the iterator is exhausted
+_CANCEL = object()  # the cancel signal fired
+
+
+def _produce(open_iter: Callable[[], Iterable[Any]], post: Callable[[Any], None], go: Callable[[], bool]) -> None:
+    """Read ``open_iter()`` in this thread: each item is posted while ``go()`` says to take the next one,
+    then ``_END`` (after the iterator is closed), or the error wrapped in ``_Raised``."""
+    try:
+        source = open_iter()
+        try:
+            items = iter(source)
+            while go():
+                try:
+                    item = next(items)
+                except StopIteration:
+                    break
+                post(item)
+        finally:
+            close = getattr(source, "close", None)
+            if callable(close):
+                close()
+        post(_END)
+    except BaseException as exc:  # noqa: BLE001 - raised in the reader
+        post(_Raised(exc))
+
+
+# ---- waiting in a thread ------------------------------------------------------------------------
+
+
+def interruptible_iter(open_iter: Callable[[], Iterable[T]], cancel: CancelSignal, *,
+                       name: str = "tool-hub-llm-stream") -> Generator[T, None, None]:
+    """The items of ``open_iter()``, read in a helper thread; ``cancel`` ends the wait for the next one
+    (its ``check()`` raises). An abandoned reader stops the thread after the item it is reading."""
+    cancel.check()
+    items: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+    remove = cancel.on_cancel(lambda: items.put(_CANCEL))
+    try:
+        threading.Thread(target=_produce, args=(open_iter, items.put, lambda: not stop.is_set()), name=name,
+                         daemon=True).start()
+        while True:
+            item = items.get()
+            if item is _CANCEL:
+                cancel.check()
+                continue
+            if item is _END:
+                return
+            if isinstance(item, _Raised):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        remove()
+
+
+def interruptible(work: Callable[[], T], cancel: CancelSignal, *, name: str = "tool-hub-llm") -> T:
+    """``work()`` in a helper thread; ``cancel`` ends the wait at once (its ``check()`` raises; the result
+    is dropped)."""
+    with contextlib.closing(interruptible_iter(lambda: _once(work), cancel, name=name)) as results:
+        for result in results:
+            cancel.check()  # cancelled while the result came: the run ends all the same
+            return result
+    raise AssertionError("unreachable")  # pragma: no cover - _once yields exactly one item
+
+
+def _once(work: Callable[[], T]) -> Iterator[T]:
+    yield work()
+
+
+# ---- on an event loop -----------------------------------------------------------------------------
+
+
+async def cancellable(source: AsyncIterator[T], cancel: CancelSignal | None) -> AsyncGenerator[T, None]:
+    """The items of ``source``; with a ``cancel`` signal, firing it (from any thread) abandons the wait
+    and its ``check()`` raises here. The abandoned source is closed in the background."""
+    if cancel is None:
+        try:
+            async for item in source:
+                yield item
+        finally:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        return
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for item in source:
+                items.put_nowait(item)
+            items.put_nowait(_END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader (CancelledError: we stopped it)
+            items.put_nowait(_Raised(exc))
+        finally:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except BaseException:  # noqa: BLE001 - closing an abandoned stream
+                    pass
+
+    task = loop.create_task(pump())
+
+    def wake() -> None:
+        items.put_nowait(_CANCEL)
+        task.cancel()
+
+    remove = cancel.on_cancel(lambda: loop.call_soon_threadsafe(wake))
+    try:
+        while True:
+            item = await items.get()
+            if item is _CANCEL:
+                cancel.check()
+                continue
+            if item is _END:
+                return
+            if isinstance(item, _Raised):
+                raise item.error
+            yield item
+    finally:
+        remove()
+        if not task.done():
+            task.cancel()
+
+
+async def aiter_in_thread(open_iter: Callable[[], Iterable[T]], executor: Any = None, *, lockstep: bool = False,
+                          on_abandon: Callable[[], Any] | None = None) -> AsyncGenerator[T, None]:
+    """The items of ``open_iter()``, read in one thread of ``executor`` (None: the loop's default) and
+    handed to the event loop in order; an error raised there is raised here.
+
+    ``lockstep=False`` (a stream): the thread reads ahead, items arrive as they are made; a reader
+    that leaves early stops the thread after the item it is reading, without waiting for it.
+    ``lockstep=True`` (a run generator): the thread takes the next item only when the reader asks for
+    it. A reader that leaves before the end (closed, or its task cancelled) calls ``on_abandon()``
+    (cancel the run: what it started is stopped), the iterator is closed in its thread, and the
+    thread is waited for: nothing is left running.
+    """
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue = asyncio.Queue()
+    asks: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def post(item: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(items.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody reads any more
+            pass
+
+    go = asks.get if lockstep else (lambda: not stop.is_set())
+    worker = loop.run_in_executor(executor, _produce, open_iter, post, go)
+    ended = False
+    try:
+        while True:
+            if lockstep:
+                asks.put(True)
+            item = await items.get()
+            if item is _END:
+                ended = True
+                return
+            if isinstance(item, _Raised):
+                ended = True
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        if not lockstep:
+            _forget(worker)
+        else:
+            asks.put(False)
+            if not ended and on_abandon is not None:
+                on_abandon()
+            await _wait_out(worker)
+
+
+async def await_in_thread(work: Callable[[], T], executor: Any = None, *,
+                          on_abandon: Callable[[], Any] | None = None) -> T:
+    """``work()`` in a thread of ``executor`` (None: the loop's default), awaited. When the awaiting task
+    is cancelled, ``on_abandon()`` is called (cancel the run: what the work started is stopped) and the
+    thread is waited for before ``CancelledError`` goes on: the work is never left running."""
+    future = asyncio.get_running_loop().run_in_executor(executor, work)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if on_abandon is not None:
+            on_abandon()
+        await _wait_out(future)
+        raise
+
+
+async def _wait_out(future: "asyncio.Future[Any]") -> None:
+    """Wait until ``future`` is done, whatever cancels the waiting task meanwhile."""
+    while not future.done():
+        try:
+            await asyncio.wait({future})
+        except asyncio.CancelledError:
+            continue
+    _forget(future)
+
+
+def _forget(future: "asyncio.Future[Any]") -> None:
+    """Retrieve the error of a future nobody awaits any more (no "exception was never retrieved")."""
+    if future.done():
+        if not future.cancelled():
+            future.exception()
+    else:
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
+# ---- a loop on its own thread, for synchronous callers ------------------------------------------------
 
 
 class LoopThread:

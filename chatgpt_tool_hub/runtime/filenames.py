@@ -146,6 +146,7 @@ def read_wav(path: str | os.PathLike) -> tuple[Any, int]:
     with wave.open(str(path), "rb") as src:
         rate, width, channels = src.getframerate(), src.getsampwidth(), src.getnchannels()
         raw = src.readframes(src.getnframes())
+    data: np.ndarray
     if width == 1:
         data = (np.frombuffer(raw, dtype=np.uint8).astype(np.float32) - 128) / 128
     elif width in (2, 4):

@@ -30,7 +30,8 @@ from ..redact import Redactor
 from ..textutil import content_type, decode_text
 
 __all__ = ["HttpSettings", "HttpResponse", "RawResponse", "request", "fetch", "get_json", "get_text", "scrub", "host_of",
-           "DEFAULT_TIMEOUT", "USER_AGENT", "numbered_results", "query_schema", "clean_query"]
+           "DEFAULT_TIMEOUT", "USER_AGENT", "numbered_results", "query_schema", "clean_query", "json_object",
+           "json_list"]
 
 log = logging.getLogger("chatgpt_tool_hub.tools.plugins")
 
@@ -297,6 +298,16 @@ def get_json(url: str, params: Mapping[str, Any] | None = None, **options: Any) 
             f"{host_of(url)} answered with invalid JSON ({kind}; starts with {scrub(start, secrets)!r}); "
             f"is the URL right?"
         ) from None
+
+
+def json_object(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else an empty one: a service's answer may give any field any shape."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def json_list(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def numbered_results(results: Iterable[tuple[str, str, str]], empty: str) -> str:

@@ -50,7 +50,7 @@ _LINUX = sys.platform.startswith("linux")
 _ENDING = (signal.SIGTERM, signal.SIGHUP)  # sent to a supervisor or keeper: kill the tree, then die of it
 
 
-_libc = []
+_libc: list = []  # the C library, loaded on first use
 
 
 def _prctl(option, value):

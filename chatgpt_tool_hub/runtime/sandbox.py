@@ -282,6 +282,7 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
     timed_out = False
     sel = selectors.DefaultSelector()
     try:
+        assert proc.stdout is not None  # stdout is a pipe
         out_fd = proc.stdout.fileno()
         os.set_blocking(out_fd, False)
         sel.register(out_fd, selectors.EVENT_READ, "out")

@@ -114,7 +114,8 @@ def _ansi_c(body: str) -> str:
 
 def _expand_braces(text: str) -> list[str]:
     """One level of brace expansion (``{rm,-rf,/}`` -> ``rm -rf /``), at most 64 words."""
-    words, pending = [], [text]
+    words: list[str] = []
+    pending = [text]
     while pending:
         word = pending.pop(0)
         match = _BRACES.search(word)

@@ -22,8 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import FileResponse
 
-from ..apps.factory import AppFactory, env_prefixes
-from ..apps.settings import load_settings
+from ..apps.factory import AppFactory
 from ..errors import ConfigError
 from ..llm.base import LLM
 from ..tools.base import Tool
@@ -76,12 +75,10 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     web page at ``/`` (``True``, ``False``, ``"auto"``: when Gradio is installed; ``None``: the ``serve_web``
     setting, as ``tool-hub serve`` does)."""
     factory = AppFactory()
-    config = load_settings(settings, tool_prefixes=env_prefixes(factory.registry))
+    config = factory.resolve_settings(**settings)
     serve = ServeSettings.from_config(config.values)
     if llm is None and llm_factory is None:
-        from ..llm.build import build_llm
-
-        llm = build_llm(config.values)  # one client, one connection pool, for every user
+        llm = factory.create_llm(config)  # one client, one connection pool, for every user
     executor = ThreadPoolExecutor(max(8, serve.max_concurrent_runs + 4), thread_name_prefix="tool-hub-serve")
     passed = {k: v for k, v in settings.items() if not k.startswith("serve_")}
 

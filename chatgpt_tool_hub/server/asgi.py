@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from ..errors import LLMError, RunError, UserError
 
@@ -212,7 +213,7 @@ class RunResponse(Response):
         self.job = job
         self.done = done
 
-    async def __call__(self, scope: dict, receive: Any, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Any, send: Send) -> None:
         task = asyncio.ensure_future(self.job(send))
         watcher = asyncio.ensure_future(_disconnected(receive))
         try:

@@ -118,7 +118,9 @@ def parse_request(body: Any, models: Mapping[str, str]) -> ChatRequest:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ApiError(400, "max_tokens must be a whole number >= 1")
         options["max_tokens"] = max_tokens
-    stream_options = body.get("stream_options") if isinstance(body.get("stream_options"), Mapping) else {}
+    stream_options = body.get("stream_options")
+    if not isinstance(stream_options, Mapping):
+        stream_options = {}
     return ChatRequest(model, models[model], question, history, images, stream=bool(body.get("stream")),
                        include_usage=bool(stream_options.get("include_usage")), llm_options=options,
                        user=body.get("user"))
@@ -256,13 +258,13 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
         message = {"role": "assistant", "content": result.output + extra}
         if mono.reasoning_text:
             message["reasoning_content"] = mono.reasoning_text
-        body = {"id": cid, "object": "chat.completion", "created": created, "model": request.model,
-                "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(result),
-                             "logprobs": None}],
-                "usage": _usage(result),
-                "tool_hub": {"stopped_by": result.stopped_by, "steps": len(getattr(result, "steps", []) or []),
-                             "files": files}}
-        return await send_json(send, 200, body)
+        reply = {"id": cid, "object": "chat.completion", "created": created, "model": request.model,
+                 "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(result),
+                              "logprobs": None}],
+                 "usage": _usage(result),
+                 "tool_hub": {"stopped_by": result.stopped_by, "steps": len(getattr(result, "steps", []) or []),
+                              "files": files}}
+        return await send_json(send, 200, reply)
 
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),

@@ -16,8 +16,8 @@ from ..run.context import DEFAULT_CONTEXT, ToolContext
 from .schema import ParameterSchema, describe_schema, schema_types
 from .signature import signature_of
 
-__all__ = ["Tool", "ToolContext", "ToolResult", "FunctionTool", "tool", "schema_from_function", "render_output",
-           "MalformedArguments", "Arguments", "value_of"]
+__all__ = ["Tool", "ToolContext", "ToolResult", "ToolFailure", "FunctionTool", "tool", "schema_from_function",
+           "render_output", "MalformedArguments", "Arguments", "value_of"]
 
 _RESOURCE_KINDS = ("text", "image", "audio", "video")
 
@@ -39,6 +39,11 @@ class ToolResult(str):
         result = super().__new__(cls, text)
         result.value = text if value is None else (value if isinstance(value, str) else render_output(value))
         return result
+
+
+class ToolFailure(str):
+    """A failure a tool reports as its output instead of raising it (``url-get: could not reach ...``): the
+    text is the observation, and what ``run()`` returns alone, while ``dispatch`` counts the call as failed."""
 
 
 def value_of(result: str) -> str:
@@ -63,8 +68,8 @@ class Arguments(dict):
 
     notes: list[str]
 
-    def __init__(self, values: Mapping[str, Any] = (), notes: Iterable[str] = ()):
-        super().__init__(values)
+    def __init__(self, values: Mapping[str, Any] | None = None, notes: Iterable[str] = ()):
+        super().__init__(values or {})
         self.notes = list(notes)
 
 
@@ -208,6 +213,15 @@ class Tool:
         values, notes = schema.prepare(arguments)
         return Arguments(values, notes)
 
+    def _prepared(self, arguments: dict[str, Any]) -> Arguments:
+        """``arguments`` validated and coerced by the schema: the last step of :meth:`parse_arguments`, for
+        JSON tools that override it to reshape their input first."""
+        schema = self.parameter_schema
+        if schema is None:
+            raise TypeError(f"tool '{self.name}' takes text, not arguments")
+        values, notes = schema.prepare(arguments)
+        return Arguments(values, notes)
+
     def input_kinds(self) -> dict[str, str]:
         """Each parameter's resource kind: its name when that is image/audio/video, else "text"."""
         if self.parameters is None:
@@ -270,7 +284,8 @@ class FunctionTool(Tool):
         if not isinstance(definition, Mapping):
             raise ConfigError(f"a function definition must be a JSON object, not {type(definition).__name__}",
                               key="tools_list")
-        body = definition.get("function") if isinstance(definition.get("function"), Mapping) else definition
+        function = definition.get("function")
+        body = function if isinstance(function, Mapping) else definition
         name = body.get("name")
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("a function definition needs a \"name\"", key="tools_list")

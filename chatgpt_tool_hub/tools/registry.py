@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import import_module
 from typing import Any, Callable, Iterable
 
@@ -296,8 +297,7 @@ class ToolRegistry:
             self._load_one(ep.name, ep.load)
         for label, value in _BUNDLED.items():  # a source tree that was not pip-installed has no entry points
             if value not in seen:
-                module, attr = value.split(":")
-                self._load_one(label, lambda module=module, attr=attr: getattr(import_module(module), attr))
+                self._load_one(label, partial(_load_attribute, value))
         with self._lock:
             for alias, name in COMPAT_ALIASES.items():
                 if name in self._entries and alias not in self._entries:
@@ -315,6 +315,12 @@ class ToolRegistry:
         except Exception as exc:  # a plugin must not break the host
             log.warning("tool plugin %r could not be loaded: %s", label, exc)
 
+
+
+def _load_attribute(value: str) -> Any:
+    """The object an entry-point value ``"module:attribute"`` names, imported now."""
+    module, attr = value.split(":")
+    return getattr(import_module(module), attr)
 
 
 def _longest_first(names: list[str]) -> list[str]:

@@ -79,8 +79,8 @@ def _fix(node: Any, path: str, depth: int, tool: str) -> Any:
     if isinstance(node, bool):
         return node
     if isinstance(node, str):  # {"city": "string"}: a bare type name as a property schema
-        kind = _alias(node)
-        return {"type": kind} if kind else {}
+        alias = _alias(node)
+        return {"type": alias} if alias else {}
     if not isinstance(node, dict):
         return {}
     if "type" in node:
@@ -133,7 +133,9 @@ def _fix_required(node: dict) -> None:
     """``required: true`` inside a property (a common mistake, and Swagger 2.0's parameter style) moves up into
     the object's ``required`` list; the list keeps only names of strings, each once. A boolean ``required``
     of this node itself is left for its parent to collect."""
-    props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    props = node.get("properties")
+    if not isinstance(props, dict):
+        props = {}
     raw = node.get("required")
     wanted = [r for r in raw if isinstance(r, str)] if isinstance(raw, list) else []
     if raw is not None and not isinstance(raw, (list, bool)):
@@ -508,14 +510,15 @@ def _sample(prop: Any, depth: int = 0) -> Any:
         return prop["enum"][0]
     if "default" in prop:
         return prop["default"]
-    kinds = [k for k in (prop.get("type") if isinstance(prop.get("type"), list) else [prop.get("type")])
-             if k and k != "null"]
+    raw = prop.get("type")
+    kinds = [k for k in (raw if isinstance(raw, list) else [raw]) if k and k != "null"]
     kind = kinds[0] if kinds else None
     if kind == "object" and depth < 2:
         return {k: _sample(v, depth + 1) for k, v in (prop.get("properties") or {}).items()}
     if kind == "array" and depth < 2 and isinstance(prop.get("items"), dict):
         return [_sample(prop["items"], depth + 1)]
-    return {"string": "...", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(kind, "...")
+    samples: dict[str, Any] = {"string": "...", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
+    return samples.get(kind, "...") if isinstance(kind, str) else "..."
 
 
 # ---- the prompt ----------------------------------------------------------------------------------------

@@ -147,8 +147,9 @@ def _plain_schema(annotation: Any) -> dict | None:
     if origin is typing.Literal:
         return {"enum": list(args)} if all(_json_safe(a) for a in args) else None
     if origin in (typing.Union, types.UnionType):
-        parts = [_plain_schema(a) for a in args]
-        if any(p is None for p in parts):
+        found = [_plain_schema(a) for a in args]
+        parts = [p for p in found if p is not None]
+        if len(parts) < len(found):
             return None
         kinds = [p.get("type") for p in parts]
         if all(isinstance(k, str) for k in kinds) and all(len(p) == 1 for p in parts):

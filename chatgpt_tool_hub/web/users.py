@@ -25,7 +25,7 @@ from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import AbstractSet, Any, AsyncIterator, Sequence
 
 from ..engine.prompts import detect_language
 from ..errors import LLMError, RunError, UserError
@@ -80,7 +80,7 @@ def _run_error(exc: BaseException) -> str:
     return f"the run failed: {type(exc).__name__}: {exc}"
 
 
-class FileSet(set):
+class FileSet(set[str]):
     """A set of file paths that threads may add to while another thread goes through it: Gradio's cache
     sweep iterates its sets of files in a worker thread; here it iterates a snapshot."""
 
@@ -96,7 +96,7 @@ class FileSet(set):
         with self._lock:
             return iter(list(set.__iter__(self)))
 
-    def __isub__(self, other: Any) -> "FileSet":
+    def __isub__(self, other: AbstractSet[object]) -> "FileSet":
         with self._lock:
             set.difference_update(self, other)
         return self
@@ -218,7 +218,7 @@ class WebUsers:
         closed tool need not work again), else the tool that was turned off."""
         context = getattr(app, "context", None)
         registry = getattr(context, "registry", None)
-        if registry is None or registry.resolve_name(tool.name) is None:
+        if context is None or registry is None or registry.resolve_name(tool.name) is None:
             return tool
         try:
             return context.build_tool(tool.name)

@@ -6,12 +6,15 @@ while another one imports it gets a half-initialised module ("module
 other's process-wide patches and leave weights on the ``meta`` device ("Tensor
 on device meta is not on the expected device"), and that broken model used to
 stay cached. The fresh-process test reproduces both the way the planner meets
-them (benchmarks/cold_loads.py runs it over 20 processes).
+them (benchmarks/cold_loads.py runs it over 20 processes; here the script's child runs in a subprocess,
+its module is never imported).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import os
+import subprocess
 import sys
 import textwrap
 import threading
@@ -23,14 +26,8 @@ from chatgpt_tool_hub.errors import ToolExecutionError, UserError
 from chatgpt_tool_hub.runtime.models import loading
 from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "cold_loads.py"
-
-
-def bench_module():
-    spec = importlib.util.spec_from_file_location("cold_loads_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks" / "cold_loads.py"
 
 
 # ---- 1. heavy imports: once, under one lock, completely -----------------------------------------
@@ -188,29 +185,102 @@ def test_a_tool_whose_model_stayed_on_meta_says_so_and_loads_again_next_time():
 # ---- 3. cold tiny models, many threads, several tools -------------------------------------------------
 
 
+# (tool, manager index): 8 calls, 6 different tools; image-classification twice on one manager (one load for
+# both), text-classification once per manager (one load per app); the benchmark's scenario
+CALLS = [("image-classification", 0), ("text-classification", 0), ("image-captioning", 0),
+         ("object-detection", 0), ("image-classification", 0),
+         ("depth-estimation", 1), ("image-segmentation", 1), ("text-classification", 1)]
+TOOLS = sorted({name for name, _ in CALLS})
+OPTIONS = {"image-captioning": {"max_new_tokens": 8}, "object-detection": {"threshold": 0.0}}
+
+
+def make_tool(name: str, spec: dict, manager: ModelManager):
+    """The expert tool ``name`` on its tiny model, on the CPU, with ``manager``."""
+    from importlib import import_module
+
+    from chatgpt_tool_hub.experts import EXPERT_TOOLS
+
+    module, cls = EXPERT_TOOLS[name]
+    return getattr(import_module(module), cls)(model=spec["models"][name], device="cpu", manager=manager,
+                                               workspace_dir=spec["workspace"], options=OPTIONS.get(name))
+
+
+def arguments(name: str, spec: dict) -> dict:
+    return {"text": "I loved this film"} if name == "text-classification" else {"image": spec["image"]}
+
+
+def cold_round(spec: dict) -> dict:
+    """8 threads call the tools of ``CALLS`` at once on two new (cold) managers, then each tool once more."""
+    managers = [ModelManager(), ModelManager()]
+    tools = [make_tool(name, spec, managers[which]) for name, which in CALLS]
+    barrier = threading.Barrier(len(tools))
+    errors: list[str] = []
+
+    def call(index: int) -> None:
+        try:
+            barrier.wait()
+            tools[index].run(arguments(CALLS[index][0], spec))
+        except Exception as exc:
+            errors.append(f"{CALLS[index][0]}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(tools))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    retry: list[str] = []
+    for index, (name, _) in enumerate(CALLS):  # a model that broke in the race must not stay cached
+        try:
+            tools[index].run(arguments(name, spec))
+        except Exception as exc:
+            retry.append(f"{name}: {type(exc).__name__}: {exc}")
+    return {"errors": errors, "retry_errors": retry, "loads": [m.stats()["loads"] for m in managers]}
+
+
+def fresh_process(spec: dict) -> dict:
+    """The benchmark script's child (a new interpreter that has imported nothing heavy) run on ``spec``."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.run([sys.executable, str(BENCH), "--child", json.dumps({**spec, "threads": len(CALLS)})],
+                          capture_output=True, text=True, timeout=300, env=env)
+    reports = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and reports, proc.stderr[-2000:]
+    return json.loads(reports[-1])
+
+
 @pytest.fixture(scope="session")
 def cold_spec(tmp_path_factory):
+    """Tiny models of ``TOOLS`` and a workspace with one picture, built once."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    return bench_module().prepare(tmp_path_factory.mktemp("cold-loads"))
+    from PIL import Image, ImageDraw
+
+    from chatgpt_tool_hub.experts.tiny import BUILDERS
+    from chatgpt_tool_hub.runtime.filenames import ingest_image
+
+    folder = tmp_path_factory.mktemp("cold-loads")
+    picture = Image.new("RGB", (96, 64), (30, 120, 200))
+    ImageDraw.Draw(picture).ellipse([20, 10, 70, 55], fill=(240, 200, 20))
+    workspace = folder / "workspace"
+    return {"models": {name: BUILDERS[name](folder / "models" / name) for name in TOOLS},
+            "workspace": str(workspace), "image": ingest_image(picture, workspace)}
 
 
 def test_eight_threads_on_cold_tools_in_one_process(cold_spec):
-    """The child of the benchmark, in this process (transformers is already imported here): only the load
-    race is left. Three rounds, each with new (cold) managers."""
-    bench = bench_module()
+    """The benchmark's round in this process (transformers is already imported here): only the load race
+    is left. Three rounds, each with new (cold) managers."""
     for _ in range(3):
-        report = bench.child(cold_spec)
+        report = cold_round(cold_spec)
         assert report["errors"] == [] and report["retry_errors"] == [], report
         assert report["loads"] == [4, 3]  # one load per model per manager, also when two threads ask for it
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 4 interpreters that each import torch and transformers: minutes on a busy machine
 def test_fresh_processes_with_cold_models_have_no_failures(cold_spec):
     """4 new interpreters; in each, 8 threads are the first to import transformers and load 6 cold models
     over 2 managers at the same moment, then every tool runs again (no broken model kept)."""
-    bench = bench_module()
-    reports = [bench.run_process(cold_spec) for _ in range(4)]
+    reports = [fresh_process(cold_spec) for _ in range(4)]
     for report in reports:
         assert report["heavy_before"] == [], report  # building the tools imported nothing heavy
         assert report["errors"] == [] and report["retry_errors"] == [], report
@@ -222,12 +292,11 @@ def test_a_plan_of_cold_expert_tools_runs_on_four_workers(cold_spec):
     from chatgpt_tool_hub.planner.execute import DagRun
     from chatgpt_tool_hub.planner.plan import Task
 
-    bench = bench_module()
     manager = ModelManager()
-    tools = {name: bench.make_tool(name, cold_spec, manager) for name in bench.TOOLS}
-    tasks = [Task(i, name, (), bench.arguments(name, cold_spec)) for i, name in enumerate(bench.TOOLS)]
+    tools = {name: make_tool(name, cold_spec, manager) for name in TOOLS}
+    tasks = [Task(i, name, (), arguments(name, cold_spec)) for i, name in enumerate(TOOLS)]
     dag = DagRun(tasks, tools, max_workers=4, timeout=120)
     assert dag.wait(180)
-    assert {r.tool: r.status for r in dag.results.values()} == dict.fromkeys(bench.TOOLS, "ok"), \
+    assert {r.tool: r.status for r in dag.results.values()} == dict.fromkeys(TOOLS, "ok"), \
         [r.error for r in dag.results.values()]
-    assert manager.stats()["loads"] == len(bench.TOOLS)
+    assert manager.stats()["loads"] == len(TOOLS)

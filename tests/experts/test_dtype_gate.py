@@ -40,6 +40,7 @@ class Probe(ExpertTool):
     description = "dtype-probe: test tool."
     parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
     output_kind = "text"
+    hold_s = HOLD_S
 
     def __init__(self, until: threading.Event, **kwargs: Any):
         super().__init__(**kwargs)
@@ -52,7 +53,7 @@ class Probe(ExpertTool):
     def call_local(self, model: Any, *, text: str) -> Any:
         self.started = time.perf_counter()
         self.began.set()
-        deadline = time.perf_counter() + HOLD_S
+        deadline = time.perf_counter() + self.hold_s
         while not self.until.is_set() and time.perf_counter() < deadline:
             self.seen.add(torch.get_default_dtype())
             torch.zeros(4)  # what a model call does: new tensors, in the default dtype
@@ -185,9 +186,12 @@ def test_loads_in_the_default_dtype_do_not_wait_for_calls(bert_dir):
             return "float32"
 
     full = FullLoad(bert_dir, device="cpu", manager=ModelManager())
+    probe.hold_s = 120  # ended by ``done`` only: the load may take a while on a busy machine
     calling = _thread(probe.run, "watch")
     assert probe.began.wait(10)
-    assert full.run("x") == "torch.float32"
-    done.set()
+    try:
+        assert full.run("x") == "torch.float32"
+    finally:
+        done.set()
     calling.join(30)
     assert full.build_ended < probe.ended  # built while the call still ran

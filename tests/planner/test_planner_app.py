@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -141,12 +140,12 @@ def test_hanging_task_times_out_through_the_app(recorder, tools):
     release = threading.Event()
     hang = SleepTool("hang", recorder, 0.0, hang=release)
     llm = ScriptedLLM([plan(task(0, "hang", {"text": "x"}), task(1, "upper", {"text": "y"})), "done"])
-    started = time.perf_counter()
     try:
         result = PlannerApp(llm, [hang, tools["upper"]], task_timeout=0.3).run("go")
+        still_hung = ("end", "hang") not in recorder.order()
     finally:
         release.set()
-    assert time.perf_counter() - started < 5
+    assert still_hung  # the app answered while the hung task still hung
     assert result.tasks[0].status == "timeout" and result.tasks[1].status == "ok" and result.output == "done"
 
 

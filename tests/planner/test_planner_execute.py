@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -135,17 +134,16 @@ def test_hung_task_times_out_and_does_not_block(recorder):
              "free": SleepTool("free", recorder, 0.05)}
     items = [task(0, "hang", {"text": "x"}), task(1, "after", {"text": "<resource>-0"}, [0]),
              task(2, "free", {"text": "y"})]
-    started = time.perf_counter()
     try:
         dag, events = run_dag(items, tools, timeout=0.3)
-        wall = time.perf_counter() - started
+        still_hung = ("end", "hang") not in recorder.order()
     finally:
         release.set()
     r = dag.results
     assert r[0].status == "timeout" and "0.3" in r[0].error
     assert r[1].status == "skipped" and "timed out" in r[1].reason
     assert r[2].status == "ok"
-    assert wall < 5  # the hung thread (30 s) did not hold the run
+    assert still_hung  # the run ended while the hung thread still hung (it did not wait for it)
     assert [e.status for e in events if isinstance(e, TaskEndEvent) and e.task_id == 0] == ["timeout"]
 
 
@@ -167,12 +165,12 @@ def test_cancel_stops_waiting_tasks_at_once(recorder):
                              tools, max_tasks=5)
     dag = DagRun(tasks, tools).start()
     threading.Timer(0.1, dag.cancel).start()
-    started = time.perf_counter()
     try:
         events = list(dag.events())
+        still_running = ("end", "slow") not in recorder.order()
     finally:
         release.set()
-    assert time.perf_counter() - started < 5
+    assert still_running  # the events ended at the cancel, not when the running task ended
     assert {r.status for r in dag.results.values()} == {"cancelled"}
     assert tools["later"].calls == []
     assert sum(isinstance(e, TaskEndEvent) for e in events) == 2

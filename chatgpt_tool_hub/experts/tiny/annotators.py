@@ -41,10 +41,14 @@ def build_vitpose(folder: str | Path) -> str:
     from transformers import VitPoseBackboneConfig, VitPoseConfig, VitPoseForPoseEstimation, VitPoseImageProcessor
 
     folder = folder_of(folder)
-    backbone = VitPoseBackboneConfig(image_size=[64, 48], patch_size=[16, 16], hidden_size=16, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=16, out_indices=[1])
+    # out_indices, num_labels and the like go to the config's __post_init__(**kwargs), which its typed signature
+    # leaves out
+    backbone = VitPoseBackboneConfig(image_size=[64, 48], patch_size=[16, 16],  # type: ignore[call-arg]
+                                     hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=16, out_indices=[1])
+    config = VitPoseConfig(backbone_config=backbone, num_labels=17)  # type: ignore[call-arg]
     torch.manual_seed(0)
-    VitPoseForPoseEstimation(VitPoseConfig(backbone_config=backbone, num_labels=17)).save_pretrained(folder)
+    VitPoseForPoseEstimation(config).save_pretrained(folder)
     VitPoseImageProcessor(size={"height": 64, "width": 48}).save_pretrained(folder)
     return str(folder)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ._common import CHARS, byte_bpe, folder_of, labels
 
@@ -66,7 +67,7 @@ def build_whisper(folder: str | Path) -> str:
                                  bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     tokenizer.add_special_tokens({"additional_special_tokens": WHISPER_SPECIALS[1:]})
     extractor = WhisperFeatureExtractor(feature_size=16, sampling_rate=16000, hop_length=160, chunk_length=30)
-    ids = dict(decoder_start_token_id=sot, eos_token_id=eot, bos_token_id=eot, pad_token_id=eot)
+    ids: dict[str, Any] = dict(decoder_start_token_id=sot, eos_token_id=eot, bos_token_id=eot, pad_token_id=eot)
     config = WhisperConfig(vocab_size=len(vocab), num_mel_bins=16, d_model=16, encoder_layers=1, decoder_layers=1,
                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16,
                            decoder_ffn_dim=16, max_source_positions=1500, max_target_positions=64,

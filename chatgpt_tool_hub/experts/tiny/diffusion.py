@@ -84,6 +84,12 @@ def _parts(folder: Path, in_channels: int = 4) -> dict[str, Any]:
 _NO_SAFETY = {"safety_checker": None, "feature_extractor": None, "requires_safety_checker": False}
 
 
+def _save_pipeline(pipeline: Any, folder: Path) -> None:
+    """Write a pipeline's folder (``pipeline`` is Any: diffusers' pipeline classes do not show the type checker
+    their ``save_pretrained``)."""
+    pipeline.save_pretrained(folder)
+
+
 def build_stable_diffusion(folder: str | Path) -> str:
     """A Stable Diffusion pipeline folder (UNet, VAE, CLIP text encoder + BPE tokenizer, Euler scheduler) that
     makes 32x32 images: text-to-image's and image-to-image's model, and the diffusion tools' shared base
@@ -91,7 +97,7 @@ def build_stable_diffusion(folder: str | Path) -> str:
     from diffusers import StableDiffusionPipeline
 
     folder = folder_of(folder)
-    StableDiffusionPipeline(**_parts(folder), **_NO_SAFETY).save_pretrained(folder)
+    _save_pipeline(StableDiffusionPipeline(**_parts(folder), **_NO_SAFETY), folder)
     return str(folder)
 
 
@@ -121,7 +127,7 @@ def build_pix2pix(folder: str | Path) -> str:
     folder = folder_of(folder)
     parts = _parts(folder, in_channels=8)
     parts["scheduler"] = EulerAncestralDiscreteScheduler.from_config(parts["scheduler"].config)
-    StableDiffusionInstructPix2PixPipeline(**parts, **_NO_SAFETY).save_pretrained(folder)
+    _save_pipeline(StableDiffusionInstructPix2PixPipeline(**parts, **_NO_SAFETY), folder)
     return str(folder)
 
 
@@ -131,7 +137,7 @@ def build_inpaint(folder: str | Path) -> str:
     from diffusers import StableDiffusionInpaintPipeline
 
     folder = folder_of(folder)
-    StableDiffusionInpaintPipeline(**_parts(folder, in_channels=9), **_NO_SAFETY).save_pretrained(folder)
+    _save_pipeline(StableDiffusionInpaintPipeline(**_parts(folder, in_channels=9), **_NO_SAFETY), folder)
     return str(folder)
 
 
@@ -178,7 +184,7 @@ def build_text_to_video(folder: str | Path) -> str:
                                          down_block_types=("CrossAttnDownBlock3D", "DownBlock3D"),
                                          up_block_types=("UpBlock3D", "CrossAttnUpBlock3D"),
                                          cross_attention_dim=16, attention_head_dim=2, norm_num_groups=4)
-    TextToVideoSDPipeline(**parts).save_pretrained(folder)
+    _save_pipeline(TextToVideoSDPipeline(**parts), folder)
     return str(folder)
 
 

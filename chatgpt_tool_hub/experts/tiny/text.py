@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ._common import TEXT_VOCAB, byte_bpe, folder_of, labels
 
@@ -102,7 +103,7 @@ def build_nllb(folder: str | Path) -> str:
     vocab = {p: i for i, p in enumerate(pieces)}
     tokenizer = NllbTokenizer(vocab=vocab, merges=[], model_max_length=64)
     size = len(tokenizer)  # the pieces, the 200+ language codes and <mask>
-    ids = dict(bos_token_id=0, pad_token_id=1, eos_token_id=2, decoder_start_token_id=2)
+    ids: dict[str, Any] = dict(bos_token_id=0, pad_token_id=1, eos_token_id=2, decoder_start_token_id=2)
     config = M2M100Config(vocab_size=size, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                           decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16,
                           max_position_embeddings=64, **ids)
@@ -111,7 +112,8 @@ def build_nllb(folder: str | Path) -> str:
     model.generation_config = GenerationConfig(**ids, max_new_tokens=12, num_beams=1)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    assert tokenizer.convert_tokens_to_ids(FAIRSEQ_LANGUAGE_CODES[-1]) < size
+    last_code = tokenizer.convert_tokens_to_ids(FAIRSEQ_LANGUAGE_CODES[-1])  # one token: one id
+    assert isinstance(last_code, int) and last_code < size
     return str(folder)
 
 
@@ -125,10 +127,11 @@ def build_t5(folder: str | Path) -> str:
     pieces = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
     pieces += [(p, -2.0) for p in T5_PIECES] + [(c, -5.0) for c in "abcdefghijklmnopqrstuvwxyz"]
     tokenizer = T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=64)
-    ids = dict(pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
-    config = T5Config(vocab_size=len(tokenizer), d_model=16, d_kv=8, d_ff=16, num_layers=1, num_decoder_layers=1,
-                      num_heads=2, relative_attention_num_buckets=8, feed_forward_proj="gated-gelu",
-                      tie_word_embeddings=False, **ids)
+    ids: dict[str, Any] = dict(pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    # tie_word_embeddings goes to the config's __post_init__(**kwargs), which its typed signature leaves out
+    config = T5Config(vocab_size=len(tokenizer), d_model=16, d_kv=8, d_ff=16, num_layers=1,  # type: ignore[call-arg]
+                      num_decoder_layers=1, num_heads=2, relative_attention_num_buckets=8,
+                      feed_forward_proj="gated-gelu", tie_word_embeddings=False, **ids)
     torch.manual_seed(0)
     model = T5ForConditionalGeneration(config)
     with torch.no_grad():  # never <pad> or </s> first: the random model then always says something

@@ -55,11 +55,13 @@ def build_detr(folder: str | Path) -> str:
     from transformers import DetrConfig, DetrForObjectDetection, DetrImageProcessor, ResNetConfig
 
     folder = folder_of(folder)
-    backbone = ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 8, 8, 8], depths=[1, 1, 1, 1],
-                            layer_type="basic", out_features=["stage4"])
-    config = DetrConfig(use_timm_backbone=False, backbone_config=backbone, use_pretrained_backbone=False,
-                        d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                        decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, num_queries=5,
+    # out_features and the like go to the config's __post_init__(**kwargs), which its typed signature leaves out
+    backbone = ResNetConfig(num_channels=3, embedding_size=8,  # type: ignore[call-arg]
+                            hidden_sizes=[8, 8, 8, 8], depths=[1, 1, 1, 1], layer_type="basic", out_features=["stage4"])
+    config = DetrConfig(use_timm_backbone=False, backbone_config=backbone,  # type: ignore[call-arg]
+                        use_pretrained_backbone=False, d_model=16, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16,
+                        num_queries=5,
                         id2label=dict(enumerate(LABELS[:3])), label2id={n: i for i, n in enumerate(LABELS[:3])})
     torch.manual_seed(0)
     DetrForObjectDetection(config).save_pretrained(folder)
@@ -117,8 +119,10 @@ def build_depth_anything(folder: str | Path) -> str:
     from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config, DPTImageProcessor
 
     folder = folder_of(folder)
-    backbone = Dinov2Config(image_size=28, patch_size=14, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=16, out_features=["stage1", "stage2"], reshape_hidden_states=False)
+    # out_features and the like go to the config's __post_init__(**kwargs), which its typed signature leaves out
+    backbone = Dinov2Config(image_size=28, patch_size=14, hidden_size=16,  # type: ignore[call-arg]
+                            num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
+                            out_features=["stage1", "stage2"], reshape_hidden_states=False)
     config = DepthAnythingConfig(backbone_config=backbone, reassemble_hidden_size=16, reassemble_factors=[4, 2],
                                  neck_hidden_sizes=[8, 16], fusion_hidden_size=8, head_hidden_size=8, patch_size=14)
     torch.manual_seed(0)
@@ -210,9 +214,10 @@ def build_donut(folder: str | Path) -> str:
                                                                 "<s_answer>", "</s_answer>"]})
     encoder = DonutSwinConfig(image_size=[32, 32], patch_size=4, embed_dim=8, depths=[1, 1], num_heads=[1, 2],
                               window_size=4)
-    decoder = MBartConfig(vocab_size=len(tokenizer), d_model=16, decoder_layers=1, decoder_attention_heads=2,
-                          decoder_ffn_dim=16, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=16,
-                          max_position_embeddings=128, is_decoder=True, add_cross_attention=True,
+    # add_cross_attention goes to the config's __post_init__(**kwargs), which its typed signature leaves out
+    decoder = MBartConfig(vocab_size=len(tokenizer), d_model=16, decoder_layers=1,  # type: ignore[call-arg]
+                          decoder_attention_heads=2, decoder_ffn_dim=16, encoder_layers=1, encoder_attention_heads=2,
+                          encoder_ffn_dim=16, max_position_embeddings=128, is_decoder=True, add_cross_attention=True,
                           scale_embedding=True, pad_token_id=tokenizer.pad_token_id,
                           bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     config = VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)

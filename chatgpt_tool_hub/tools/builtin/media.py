@@ -312,7 +312,7 @@ class ImageConvertTool(MediaTool):
             background = module.new("RGB", picture.size, (255, 255, 255))
             background.paste(picture.convert("RGBA"), mask=picture.convert("RGBA").getchannel("A"))
             picture = background if picture.mode == "RGBA" else background.convert("L")
-        options = {"quality": int(quality)} if pil_format in ("JPEG", "WEBP") else {}
+        options: dict[str, Any] = {"quality": int(quality)} if pil_format in ("JPEG", "WEBP") else {}
         source = self.resolve(image)
         name = self.save(picture, source, ext=ext, pil_format=pil_format, **options)
         size = (self.workspace / name).stat().st_size

@@ -340,10 +340,10 @@ class _Worker:
     def _stop_strays(self, reply: dict) -> int:
         """Kill what the call left running below the supervisor (children it did not wait for, double-forked
         daemons, ``setsid`` ones), all but the worker and its keeper; how many were killed."""
-        keep = {reply.get("pid"), reply.get("keeper")}
-        if not all(isinstance(pid, int) and pid > 1 for pid in keep):
+        pid, keeper = reply.get("pid"), reply.get("keeper")
+        if not (isinstance(pid, int) and pid > 1 and isinstance(keeper, int) and keeper > 1):
             return 0
-        return kill_strays(self.proc.pid, keep)
+        return kill_strays(self.proc.pid, {pid, keeper})
 
     def _exits_soon(self) -> bool:
         """After end of file on the reply pipe: did the process end (its pipes close just before it does)?"""

@@ -11,7 +11,8 @@ slowly the server drips its answer.
 Output: HTML becomes title + text (scripts and styles dropped), JSON is
 pretty-printed, text stays text, binary content is described, not returned.
 Longer than ``url_get_max_chars``: head and tail are kept, or, with
-``url_get_use_summary``, an LLM summarises it (the ``summary`` tool's map-reduce).
+``url_get_use_summary``, an LLM summarises it (:func:`chatgpt_tool_hub.llm.summarize.summarize`,
+the map-reduce the ``summary`` tool runs too).
 Every failure is returned as an observation, never raised.
 """
 
@@ -29,6 +30,7 @@ from urllib.parse import urljoin
 import requests
 
 from ...errors import ConfigError, ToolHubError
+from ...llm.summarize import summarize
 from ...runtime.netguard import (
     BlockedURLError,
     CheckedURL,
@@ -40,7 +42,7 @@ from ...runtime.netguard import (
     pinned_session,
 )
 from ...textutil import clip_text, content_type, decode_text, strip_control, text_codec
-from ..base import DEFAULT_CONTEXT, Tool, ToolContext
+from ..base import DEFAULT_CONTEXT, Tool, ToolContext, ToolFailure
 from ..context import AppContext, pure_context
 
 __all__ = ["UrlGetTool", "html_to_text", "clean_text", "clip_text"]
@@ -147,9 +149,9 @@ class UrlGetTool(Tool):
             page = self.fetch(url)
             output = self._render(page, links, context or DEFAULT_CONTEXT)
         except (BlockedURLError, HostResolutionError, FetchError) as exc:
-            output = f"url-get: {exc}"
+            return ToolFailure(clip_text(clean_text(f"url-get: {exc}"), self.max_chars))
         except Exception as exc:  # never a traceback in an observation
-            output = f"url-get: failed ({type(exc).__name__}: {exc})"
+            return ToolFailure(clip_text(clean_text(f"url-get: failed ({type(exc).__name__}: {exc})"), self.max_chars))
         return clip_text(clean_text(output), self.max_chars)
 
     # ---- fetching ----------------------------------------------------------------------
@@ -278,12 +280,10 @@ class UrlGetTool(Tool):
         if llm is None:
             notes.append(f"no LLM is available for a summary ({why}); the text was shortened instead")
             return text
-        from ..plugins.summary import SummaryTool
-
-        summariser = SummaryTool(max_segment_length=self.segment_tokens, max_segments=self.max_segments)
         partial: list[str] = []
         try:  # the same map-reduce as the summary tool, charged to the run's budget
-            summary = summariser.summarise(text, llm, context=context, notes=partial)
+            summary = summarize(text, llm, max_segment_length=self.segment_tokens, max_segments=self.max_segments,
+                                budget=context.budget, usage=context.usage, notes=partial)
         except Exception as exc:
             notes.append(f"the summary failed ({exc}); the text was shortened instead")
             return text
@@ -327,7 +327,9 @@ def html_to_text(html: str, include_links: bool = False) -> tuple[str, str]:
 class _HTMLText(HTMLParser):
     def __init__(self, links: bool):
         super().__init__(convert_charrefs=True)
-        self.links, self.out, self.skip, self.pre, self.hrefs = links, [], 0, 0, []
+        self.links, self.skip, self.pre = links, 0, 0
+        self.out: list[str] = []
+        self.hrefs: list[str | None] = []
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         if tag in _SKIP_TAGS:

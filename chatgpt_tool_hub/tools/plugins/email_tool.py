@@ -74,10 +74,11 @@ class EmailTool(Tool):
     def __init__(self, sender: str, authorization_code: str = "", *, host: str = DEFAULT_HOST,
                  port: int | None = None, security: str = "auto", nickname_mapping: Any = None,
                  sender_name: str = "", ca_file: str | None = None, timeout: float = 15.0):
-        self.sender = valid_address(str(sender or ""))
-        if self.sender is None:
+        address = valid_address(str(sender or ""))
+        if address is None:
             raise ConfigError(f"email_sender must be the sender's email address, got {str(sender)[:60]!r}",
                               key="email_sender")
+        self.sender: str = address
         self._code = "" if authorization_code is None else str(authorization_code)
         self.host = str(host or DEFAULT_HOST).strip()
         security = str(security or "auto").strip().lower()
@@ -219,7 +220,7 @@ class EmailTool(Tool):
                 f"TLS port (email_smtp_port=465), or set email_smtp_security=none to send anyway")
 
 
-def _reply(exc: Exception, secrets: Redactor) -> str:
+def _reply(exc: Exception | tuple[int, bytes], secrets: Redactor) -> str:
     code = getattr(exc, "smtp_code", None)
     text = getattr(exc, "smtp_error", b"")
     if isinstance(exc, tuple) and len(exc) == 2:  # a (code, message) pair of a refused recipient

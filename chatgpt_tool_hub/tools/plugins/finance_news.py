@@ -112,7 +112,8 @@ def parse_feed(text: str, host: str = "the feed") -> list[NewsItem]:
 def _json_item(raw: Any, index: int) -> NewsItem | None:
     if not isinstance(raw, Mapping):
         return None
-    body = raw.get("data") if isinstance(raw.get("data"), Mapping) else raw
+    inner = raw.get("data")
+    body = inner if isinstance(inner, Mapping) else raw
     text = _plain(body.get("content") or body.get("summary") or body.get("description") or "")
     title = _plain(body.get("title") or "")
     if not text and not title:

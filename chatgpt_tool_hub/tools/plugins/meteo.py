@@ -12,8 +12,8 @@ import re
 from typing import Any, Mapping
 
 from ...errors import ToolInputError
-from ...runtime.http import HttpSettings, get_json
-from ..base import Arguments, Tool, maybe_object
+from ...runtime.http import HttpSettings, get_json, json_list, json_object
+from ..base import Tool, maybe_object
 
 __all__ = ["MeteoWeatherTool", "WEATHER_CODES", "describe_weather_code"]
 
@@ -109,8 +109,7 @@ class MeteoWeatherTool(Tool):
             arguments["days"] = int(arguments["days"])
         if isinstance(arguments.get("days"), int) and not isinstance(arguments["days"], bool):
             arguments["days"] = max(1, min(MAX_DAYS, arguments["days"]))
-        values, notes = self.parameter_schema.prepare(arguments)
-        return Arguments(values, notes)
+        return self._prepared(arguments)
 
     def _run(self, place: str, days: int | None = None, **_ignored: Any) -> str:
         days = days or self.days
@@ -171,8 +170,8 @@ def _render(place: Mapping[str, Any], forecast: Mapping[str, Any], days: int) ->
     coords = f"{lat:.2f}, {lon:.2f}" if isinstance(lat, (int, float)) and isinstance(lon, (int, float)) else "?"
     lines = [f"Weather for {where} ({coords}" + (f"; time zone {tz})" if tz else ")")]
 
-    current = forecast.get("current") if isinstance(forecast.get("current"), Mapping) else None
-    units = forecast.get("current_units") if isinstance(forecast.get("current_units"), Mapping) else {}
+    current = json_object(forecast.get("current"))
+    units = json_object(forecast.get("current_units"))
     if current:
         t_unit = units.get("temperature_2m", "°C")
         parts = [f"{_num(current.get('temperature_2m'))} {t_unit}"]
@@ -188,9 +187,9 @@ def _render(place: Mapping[str, Any], forecast: Mapping[str, Any], days: int) ->
         lines.append(f"Now ({cw.get('time', 'current')}): {_num(cw.get('temperature'))} °C, "
                      f"{describe_weather_code(cw.get('weathercode'))}, wind {_num(cw.get('windspeed'))} km/h")
 
-    daily = forecast.get("daily") if isinstance(forecast.get("daily"), Mapping) else {}
-    dunits = forecast.get("daily_units") if isinstance(forecast.get("daily_units"), Mapping) else {}
-    dates = daily.get("time") if isinstance(daily.get("time"), list) else []
+    daily = json_object(forecast.get("daily"))
+    dunits = json_object(forecast.get("daily_units"))
+    dates = json_list(daily.get("time"))
     if dates:
         lines.append(f"Next {min(days, len(dates))} day(s):")
     for i, date in enumerate(dates[:days]):

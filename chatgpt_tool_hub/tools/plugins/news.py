@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError, ToolExecutionError
-from ...runtime.http import HttpSettings, get_json, host_of, numbered_results
-from ..base import Arguments, Tool, ToolResult, maybe_object
+from ...runtime.http import HttpSettings, get_json, host_of, json_object, numbered_results
+from ..base import Tool, ToolResult, maybe_object
 
 __all__ = ["NewsApiTool", "MorningNewsTool", "NEWS_API_URL", "MORNING_NEWS_URL", "CATEGORIES"]
 
@@ -82,8 +82,7 @@ class NewsApiTool(Tool):
                 arguments[key] = arguments[key].strip().lower()
             if arguments.get(key) in ("", None):
                 arguments.pop(key, None)
-        values, notes = self.parameter_schema.prepare(arguments)
-        return Arguments(values, notes)
+        return self._prepared(arguments)
 
     def _run(self, query: str = "", category: str | None = None, country: str | None = None,
              language: str | None = None, **_ignored: Any) -> str:
@@ -111,7 +110,7 @@ class NewsApiTool(Tool):
         for article in (data.get("articles") or [])[: self.top_k_results]:
             if not isinstance(article, Mapping):
                 continue
-            source = article.get("source") if isinstance(article.get("source"), Mapping) else {}
+            source = json_object(article.get("source"))
             meta = ", ".join(x for x in (_clean(source.get("name")), _clean(article.get("publishedAt"))[:10]) if x)
             title = _clean(article.get("title")) + (f" ({meta})" if meta else "")
             results.append((title, _clean(article.get("description"))[:400], _clean(article.get("url"))))
@@ -155,7 +154,7 @@ class MorningNewsTool(Tool):
         if data.get("code") not in (200, "200") and data.get("msg") != "success":
             raise ToolExecutionError(f"the morning-news service refused the request (code {data.get('code')}): "
                                      f"{_clean(data.get('msg'))[:200]}; check morning_news_api_key")
-        body = data.get("data") if isinstance(data.get("data"), Mapping) else {}
+        body = json_object(data.get("data"))
         date = _clean(body.get("date"))
         news = [_clean(n) for n in (body.get("news") or []) if _clean(n)]
         weiyu = _clean(body.get("weiyu"))

@@ -76,7 +76,7 @@ def detect_language(text: str) -> str:
     if _HAN.search(text):
         return "zh"
     scores = {lang: 2 * len(letters.findall(text)) + len(words.findall(text)) for lang, letters, words in _LATIN_HINTS}
-    best = max(scores, key=scores.get)
+    best = max(scores, key=lambda lang: scores[lang])
     return best if scores[best] >= 2 else "en"
 
 

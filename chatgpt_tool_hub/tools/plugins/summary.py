@@ -1,96 +1,30 @@
 """``summary``: summarise long text, a workspace file or a web page with the LLM (map-reduce).
 
-The input is split into segments of at most ``summary_max_segment_length``
-tokens (on paragraph, line, sentence and word boundaries); each segment is
-summarised ("map"), then the partial summaries are combined ("reduce"). Text
-that fits in one segment takes one LLM call. The LLM is the calling engine's
-(``context.llm``); in pure mode the tool builds one from its own settings.
-
-User text is only ever concatenated to the prompts below, never formatted.
+The input is a text, a file in the workspace or an http(s) URL (fetched by the
+app's ``url-get`` tool). The summary is :func:`chatgpt_tool_hub.llm.summarize.summarize`'s
+map-reduce: segments of at most ``summary_max_segment_length`` tokens (on
+paragraph, line, sentence and word boundaries) are summarised ("map"), then the
+partial summaries are combined ("reduce"); text that fits in one segment takes
+one LLM call. The LLM is the calling engine's (``context.llm``); in pure mode
+the tool builds one from its own settings.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
-from ...errors import ConfigError, LLMError, ModelFeedbackError, RunError, ToolExecutionError, ToolInputError
-from ...llm.base import call_llm
+from ...errors import ConfigError, ModelFeedbackError, ToolExecutionError, ToolInputError
 from ...llm.build import NO_LLM_HELP
-from ...llm.tokens import count_tokens, truncate_to_tokens
+from ...llm.summarize import COMBINE_PROMPT, MAP_PROMPT, SINGLE_PROMPT, SYSTEM_PROMPT, split_text, summarize
 from ..base import Tool, ToolContext
 from ..context import AppContext, pure_context
 
 __all__ = ["SummaryTool", "split_text", "SYSTEM_PROMPT", "SINGLE_PROMPT", "MAP_PROMPT", "COMBINE_PROMPT"]
 
-SYSTEM_PROMPT = (
-    "You write faithful, concise summaries. Keep the key facts, names, numbers, dates and conclusions; "
-    "never add information that is not in the text. Write in the same language as the text."
-)
-SINGLE_PROMPT = "Write a concise summary of the following text.\n\nTEXT:\n"
-MAP_PROMPT = ("The following is one part of a longer document. Summarise this part concisely, keeping every "
-              "fact that may matter for a summary of the whole document.\n\n")
-COMBINE_PROMPT = ("The following are summaries of consecutive parts of one document, in order. Combine them "
-                  "into one coherent, concise summary of the whole document, without repeating yourself.\n\n")
-SUMMARY_TAIL = "\n\nCONCISE SUMMARY:"
-
 _URL = re.compile(r"https?://\S+", flags=re.I)
 _PATH_LIKE = re.compile(r"^(?:[~.]|\S*[/\\])\S*$|^\S+\.[A-Za-z0-9]{1,8}$")
-_SENTENCES = re.compile(r"[^.!?。！？；]*[.!?。！？；]+[\"'”’)\]]*\s*|[^.!?。！？；]+$")
-_MAX_REDUCE_ROUNDS = 4
-
-
-def split_text(text: str, max_tokens: int, model: str | None = None) -> list[str]:
-    """``text`` in consecutive segments of at most ~``max_tokens`` tokens, cut at natural boundaries."""
-    if not text:
-        return []
-    if count_tokens(text, model) <= max_tokens:
-        return [text]
-    chunks: list[str] = []
-    current: list[str] = []
-    used = 0
-    for piece in _pieces(text, max_tokens, model, 0):
-        tokens = count_tokens(piece, model)
-        if current and used + tokens > max_tokens:
-            chunks.append("".join(current))
-            current, used = [], 0
-        current.append(piece)
-        used += tokens
-    if current:
-        chunks.append("".join(current))
-    return [c for c in chunks if c.strip()]
-
-
-def _pieces(text: str, max_tokens: int, model: str | None, level: int) -> list[str]:
-    """Split ``text`` (separators kept) until every piece fits in ``max_tokens``."""
-    if count_tokens(text, model) <= max_tokens:
-        return [text]
-    if level == 0:
-        parts = re.split(r"(?<=\n\n)", text)
-    elif level == 1:
-        parts = re.split(r"(?<=\n)", text)
-    elif level == 2:
-        parts = _SENTENCES.findall(text)
-    elif level == 3:
-        parts = re.split(r"(?<=\s)", text)
-    else:
-        parts = []
-        rest = text
-        while rest:
-            head = truncate_to_tokens(rest, max_tokens, model)
-            size = len(head) if head and rest.startswith(head) else max(1, len(head))
-            parts.append(rest[:size])
-            rest = rest[size:]
-        return parts
-    parts = [p for p in parts if p]
-    if len(parts) <= 1:
-        return _pieces(text, max_tokens, model, level + 1)
-    out: list[str] = []
-    for part in parts:
-        out.extend(_pieces(part, max_tokens, model, level + 1))
-    return out
 
 
 class SummaryTool(Tool):
@@ -154,28 +88,11 @@ class SummaryTool(Tool):
 
     def summarise(self, text: str, llm: Any, *, context: ToolContext | None = None,
                   notes: list[str] | None = None) -> str:
-        """Map-reduce summary of ``text`` with ``llm`` (one call when it fits in one segment)."""
-        model = getattr(llm, "model_name", None)
-        model = model if isinstance(model, str) and model not in ("scripted", "unknown") else None
-        chunks = split_text(text, self.max_segment_length, model)
-        if len(chunks) > self.max_segments:
-            if notes is not None:
-                notes.append(f"the text was longer than {self.max_segments} segments of "
-                             f"{self.max_segment_length} tokens; only the first {self.max_segments} were "
-                             f"summarised (summary_max_segments)")
-            chunks = chunks[: self.max_segments]
-        if len(chunks) <= 1:
-            return self._ask(llm, SINGLE_PROMPT + (chunks[0] if chunks else text) + SUMMARY_TAIL, context)
-        total = len(chunks)
-        prompts = [MAP_PROMPT + f"PART {i} OF {total}:\n" + chunk + SUMMARY_TAIL for i, chunk in enumerate(chunks, 1)]
-        summaries = self._ask_all(llm, prompts, context)
-        for _ in range(_MAX_REDUCE_ROUNDS):
-            if len(summaries) <= 2 or count_tokens(_join(summaries), model) <= self.max_segment_length:
-                break
-            # the partial summaries do not fit in one prompt: combine them in groups first
-            groups = _groups(summaries, self.max_segment_length, model)
-            summaries = self._ask_all(llm, [COMBINE_PROMPT + _join(g) + SUMMARY_TAIL for g in groups], context)
-        return self._ask(llm, COMBINE_PROMPT + _join(summaries) + SUMMARY_TAIL, context)
+        """Map-reduce summary of ``text`` with ``llm`` (``llm.summarize.summarize`` with this tool's limits),
+        charged to the run of ``context``."""
+        return summarize(text, llm, max_segment_length=self.max_segment_length, max_segments=self.max_segments,
+                         parallel=self.parallel, budget=context.budget if context is not None else None,
+                         usage=context.usage if context is not None else None, notes=notes)
 
     # ---- the LLM ------------------------------------------------------------------------
 
@@ -192,28 +109,6 @@ class SummaryTool(Tool):
                 raise ToolExecutionError(f"the summary tool could not set up its LLM: {type(exc).__name__}: "
                                          f"{str(exc)[:200]}") from None
         return self._llm
-
-    def _ask(self, llm: Any, prompt: str, context: ToolContext | None) -> str:
-        if context is not None and context.budget is not None:
-            try:
-                context.budget.charge_llm()
-            except RunError as exc:
-                raise ToolExecutionError(f"stopped summarising: {exc}") from None
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
-        try:
-            response = call_llm(llm, messages)
-        except LLMError as exc:
-            raise ToolExecutionError(f"the LLM failed while summarising: {exc}") from None
-        if context is not None and context.usage is not None:
-            context.usage.calls.append(response.usage)  # counted in the run's RunResult.usage
-        text = response.text
-        return ("" if text is None else str(text)).strip() or "(the LLM returned an empty summary)"
-
-    def _ask_all(self, llm: Any, prompts: Sequence[str], context: ToolContext | None) -> list[str]:
-        if self.parallel <= 1 or len(prompts) <= 1:
-            return [self._ask(llm, p, context) for p in prompts]
-        with ThreadPoolExecutor(max_workers=min(self.parallel, len(prompts))) as pool:
-            return list(pool.map(lambda p: self._ask(llm, p, context), prompts))
 
     # ---- the input ----------------------------------------------------------------------
 
@@ -277,30 +172,3 @@ class SummaryTool(Tool):
         if not content or not str(content).strip():
             raise ToolExecutionError(f"url-get returned no text for {url}")
         return str(content)
-
-
-def _groups(summaries: Sequence[str], max_tokens: int, model: str | None) -> list[list[str]]:
-    """Consecutive summaries packed into groups that fit ``max_tokens``, at least two per group.
-
-    Two per group at least means every reduce round at least halves the count.
-    """
-    groups: list[list[str]] = []
-    current: list[str] = []
-    used = 0
-    for summary in summaries:
-        tokens = count_tokens(summary, model) + 4
-        if len(current) >= 2 and used + tokens > max_tokens:
-            groups.append(current)
-            current, used = [], 0
-        current.append(summary)
-        used += tokens
-    if current:
-        if len(current) == 1 and groups:
-            groups[-1].append(current[0])
-        else:
-            groups.append(current)
-    return groups
-
-
-def _join(summaries: Sequence[str]) -> str:
-    return "\n\n".join(f"PART {i}:\n" + s for i, s in enumerate(summaries, 1))

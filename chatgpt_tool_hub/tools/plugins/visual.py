@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from ...errors import ConfigError, LLMAuthError, LLMConnectionError, LLMError, ToolExecutionError, ToolInputError
 from ...runtime.filenames import relative, resolve_input
 from ...runtime.http import HttpSettings, host_of
-from ..base import Arguments, Tool, ToolResult, maybe_object
+from ..base import Tool, ToolResult, maybe_object
 
 __all__ = ["VisualTool", "DEFAULT_BASE_URL", "DEFAULT_MODEL", "image_mime"]
 
@@ -109,8 +109,7 @@ class VisualTool(Tool):
             for alias in aliases:
                 if name not in arguments and alias in arguments:
                     arguments[name] = arguments.pop(alias)
-        values, notes = self.parameter_schema.prepare(arguments)
-        return Arguments(values, notes)
+        return self._prepared(arguments)
 
     def _split_text(self, text: str) -> dict[str, Any]:
         """``"image/x.png what is it?"``: the first word that names an image (a URL, an image file name, a file

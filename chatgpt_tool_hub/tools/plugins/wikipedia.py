@@ -10,7 +10,7 @@ from typing import Any, Mapping
 from urllib.parse import quote
 
 from ...errors import ToolExecutionError
-from ...runtime.http import HttpSettings, clean_query, get_json, query_schema
+from ...runtime.http import HttpSettings, clean_query, get_json, json_object, query_schema
 from ..base import Tool
 
 __all__ = ["WikipediaTool"]
@@ -56,11 +56,10 @@ class WikipediaTool(Tool):
         query = clean_query(query, self.name, "'Alan Turing'")
         found = self._get({"list": "search", "srsearch": query, "srlimit": self.top_k_results,
                            "srprop": "", "srinfo": "suggestion"})
-        block = found.get("query") if isinstance(found.get("query"), Mapping) else {}
+        block = json_object(found.get("query"))
         hits = [h for h in block.get("search") or [] if isinstance(h, Mapping) and h.get("title")]
         if not hits:
-            suggestion = (block.get("searchinfo") or {}).get("suggestion") if isinstance(
-                block.get("searchinfo"), Mapping) else None
+            suggestion = json_object(block.get("searchinfo")).get("suggestion")
             hint = f" Did you mean '{suggestion}'?" if suggestion else " Try other or fewer words."
             return f"No Wikipedia ({self.lang}) page matches '{query}'.{hint}"
         hits = hits[: self.top_k_results]
@@ -80,7 +79,7 @@ class WikipediaTool(Tool):
     def _extracts(self, titles: list[str]) -> dict[str, Mapping[str, Any]]:
         data = self._get({"prop": "extracts|info", "inprop": "url", "exintro": "1", "explaintext": "1",
                           "exlimit": "max", "redirects": "1", "titles": "|".join(titles)})
-        block = data.get("query") if isinstance(data.get("query"), Mapping) else {}
+        block = json_object(data.get("query"))
         pages = block.get("pages") or []
         if isinstance(pages, Mapping):  # formatversion=1 shape: {pageid: page}
             pages = list(pages.values())

@@ -127,7 +127,7 @@ def _load(options: Mapping[str, Any], connect_default: float, call_default: floa
     connect_s, call_s = _timeouts(options.get("timeout"), options.get("connect_timeout"), options.get("call_timeout"),
                                   connect_default, call_default)
     try:
-        limit = options.get("max_result_chars")
+        limit: Any = options.get("max_result_chars")
         max_result_chars = MAX_RESULT_CHARS if _unset(limit) else int(limit)
     except (TypeError, ValueError):
         raise ConfigError("MCP 'max_result_chars' must be a number of characters", key="mcp_servers") from None
@@ -160,7 +160,7 @@ def _tools(connection: MCPConnection, listing: Listing, book: NameBook, danger: 
     server_name = tool_name(None, listing.server_name or connection.spec.short_name)
     clash_prefix = prefix or server_name
     owner = f"MCP server {connection.title}"
-    common = {"max_result_chars": max_result_chars, "files": files}
+    common: dict[str, Any] = {"max_result_chars": max_result_chars, "files": files}
     tools: list[MCPTool] = []
     for item in listing.tools:
         name = book.claim(tool_name(name_prefix, item.name), owner, clash_prefix, connection)

@@ -82,8 +82,9 @@ class MCPResourceTool(MCPTool):
     def parse_arguments(self, tool_input: Any) -> dict[str, Any]:
         return Tool.parse_arguments(self, tool_input)  # plain text is the URI
 
-    def _run(self, uri: str) -> str:
-        return render_resource(self.connection.read_resource(uri), self.max_result_chars, files=self.files)
+    def _run(self, **arguments: Any) -> str:  # the schema's one argument: "uri"
+        return render_resource(self.connection.read_resource(arguments["uri"]), self.max_result_chars,
+                               files=self.files)
 
 
 class MCPPromptTool(MCPTool):
@@ -108,9 +109,10 @@ class MCPPromptTool(MCPTool):
             tool_input = {"name": tool_input.strip()}
         return Tool.parse_arguments(self, tool_input)
 
-    def _run(self, name: str, arguments: dict[str, Any] | None = None) -> str:
-        values = {str(k): "" if v is None else str(v) for k, v in (arguments or {}).items()}
-        return render_prompt(self.connection.get_prompt(name, values), self.max_result_chars, files=self.files)
+    def _run(self, **arguments: Any) -> str:  # the schema's arguments: "name", and "arguments" when it has any
+        values = {str(k): "" if v is None else str(v) for k, v in (arguments.get("arguments") or {}).items()}
+        return render_prompt(self.connection.get_prompt(arguments["name"], values), self.max_result_chars,
+                             files=self.files)
 
 
 def _listed(title: str, items: list[Any], describe: Any) -> list[str]:

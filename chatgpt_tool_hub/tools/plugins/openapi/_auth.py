@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from ....errors import ConfigError
 from ....redact import Redactor
-from ._common import KEY
+from ._common import KEY, object_at
 
 __all__ = ["Auth", "make_auth"]
 
@@ -87,8 +87,7 @@ def _explicit(config: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
 
 
 def _schemes(doc: dict) -> dict[str, dict]:
-    components = doc.get("components") if isinstance(doc.get("components"), dict) else {}
-    found = components.get("securitySchemes") if isinstance(components.get("securitySchemes"), dict) else {}
+    found = object_at(object_at(doc, "components"), "securitySchemes")
     return {str(k): v for k, v in found.items() if isinstance(v, dict)}
 
 
@@ -148,9 +147,9 @@ def _one(config: Any, doc: dict, manifest: Mapping[str, Any]) -> tuple[str, dict
         return _from_scheme(name, schemes[name], config)
     if "token" in config and "value" not in config:  # {"token": ...}: bearer, as it always was
         return _explicit(config)
-    name = _default_scheme(doc, schemes)
-    if name is not None:
-        return _from_scheme(name, schemes[name], config)
+    default = _default_scheme(doc, schemes)
+    if default is not None:
+        return _from_scheme(default, schemes[default], config)
     if schemes:
         raise _error(f"the document declares several securitySchemes ({', '.join(sorted(schemes))}); name one: "
                      f"{{\"scheme\": \"{sorted(schemes)[0]}\", \"value\": ...}}")

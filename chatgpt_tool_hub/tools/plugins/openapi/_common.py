@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, Mapping
 
 from ....errors import ConfigError
 
@@ -17,6 +18,12 @@ PARAM_PLACES = ("path", "query", "header", "cookie")
 def bad(label: str, problem: str) -> ConfigError:
     """A ``ConfigError`` about the whole source ``label``."""
     return ConfigError(f"OpenAPI source {label}: {problem}", key=KEY)
+
+
+def object_at(node: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``node[key]`` when it is a JSON object, else an empty one: a document may give any field any shape."""
+    value = node.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 class OperationError(Exception):

@@ -11,7 +11,7 @@ from urllib.parse import urljoin, urlsplit
 
 from ....runtime.netguard import BlockedURLError, DeadlineExceeded, check_url, describe_network_error, pinned_session
 from ....textutil import decode_text
-from ._common import bad
+from ._common import bad, object_at
 
 MAX_DOC_BYTES = 5 * 1024 * 1024
 TOTAL_TIMEOUTS = 4  # a whole exchange may take this many times the per-read timeout
@@ -189,7 +189,7 @@ def server_url(servers: Any, location: str | None, label: str) -> str:
     problem = None
     for entry in entries:
         url = str(entry.get("url") or "/")
-        variables = entry.get("variables") if isinstance(entry.get("variables"), dict) else {}
+        variables = object_at(entry, "variables")
         for name, var in variables.items():
             default = var.get("default", "") if isinstance(var, dict) else ""
             url = url.replace("{" + str(name) + "}", str(default))

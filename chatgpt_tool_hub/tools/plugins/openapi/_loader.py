@@ -11,7 +11,7 @@ from ....runtime.netguard import parse_allow_private
 from .._danger import DangerRule
 from . import _budget, _swagger2
 from ._auth import make_auth
-from ._common import KEY, METHODS, SAFE_METHODS, OperationError, bad, log
+from ._common import KEY, METHODS, SAFE_METHODS, OperationError, bad, log, object_at
 from ._fetch import is_http, join, load, server_url
 from ._operations import build_operation
 from ._refs import RefError, Resolver
@@ -31,7 +31,7 @@ def _manifest(doc: dict, location: str | None, label: str, net: dict) -> tuple[d
     api_url = doc["api"].get("url")
     if not isinstance(api_url, str) or not api_url.strip():
         raise bad(label, "the plugin manifest has no api.url")
-    auth = doc.get("auth") if isinstance(doc.get("auth"), dict) else {}
+    auth = object_at(doc, "auth")
     info = {"name": str(doc.get("name_for_model") or "") or None,
             "text": str(doc.get("description_for_model") or "").strip(),
             "auth": str(auth.get("type") or "none").lower(),
@@ -135,6 +135,7 @@ def load_openapi_tools(source: str | dict, *, auth: Any = None, base_url: str | 
             if item.get(method) is None:
                 continue
             spelled = f"{method.upper()} {path}"
+            problem: str | None
             try:
                 op, op_base = resolver.deref(item[method], item_base)
             except RefError as exc:
@@ -203,6 +204,7 @@ def _tool(resolver: Resolver, path: str, method: str, op: dict, op_base: str, it
     if server is None and spec.servers:  # the operation's or path's own servers
         server = server_url(spec.servers, location, label)
     elif server is None:
+        assert problem is not None  # servers is (url, None) or (None, why there is none)
         raise _NoServer(problem)
     tool = OpenAPITool(name=name, description=spec.description[:1000] or f"{method.upper()} {path}",
                        parameters=spec.parameters, method=method, path=path, server=server, params=spec.params,
@@ -210,7 +212,7 @@ def _tool(resolver: Resolver, path: str, method: str, op: dict, op_base: str, it
     try:
         _ = tool.parameter_schema  # normalised and checked against the 2020-12 metaschema now
     except ConfigError:
-        fixed, dropped = repair(tool.parameters)
+        fixed, dropped = repair(tool.parameters or {})
         if not dropped:
             raise
         tool.parameters = fixed

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ._common import PARAM_PLACES, OperationError, log
+from ._common import PARAM_PLACES, OperationError, log, object_at
 from ._refs import Resolver
 from ._style import DEFAULT_STYLE, STYLES
 from ._swagger2 import collection_style, param_schema
@@ -80,9 +80,9 @@ def _flat(schema: Any) -> dict | None:
     kinds = _types(schema) - {"null"}
     if kinds and kinds != {"object"} or not kinds and "properties" not in schema and "allOf" not in schema:
         return None
-    out = {"properties": dict(schema.get("properties") or {}) if isinstance(schema.get("properties"), dict) else {},
-           "required": [r for r in schema.get("required") or [] if isinstance(r, str)]
-           if isinstance(schema.get("required"), list) else []}
+    out: dict[str, Any] = {"properties": dict(object_at(schema, "properties")),
+                           "required": [r for r in schema.get("required") or [] if isinstance(r, str)]
+                           if isinstance(schema.get("required"), list) else []}
     for part in schema.get("allOf") or [] if isinstance(schema.get("allOf"), list) else []:
         merged = _flat(part)
         if merged is None:

@@ -153,11 +153,11 @@ class Resolver:
                 kind = target.get("type") if isinstance(target, dict) else None
                 short = {"description": f"({name}, not expanded: nested too deep)"}
                 return {"type": kind, **short} if isinstance(kind, (str, list)) else short
-            out = self._schema(target, target_base, stack + (ident,), depth)
+            expanded = self._schema(target, target_base, stack + (ident,), depth)
             siblings = {k: v for k, v in obj.items() if k != "$ref"}
-            if siblings and isinstance(out, dict):
-                return {**out, **self._schema(siblings, base, stack, depth)}
-            return out
+            if siblings and isinstance(expanded, dict):
+                return {**expanded, **self._schema(siblings, base, stack, depth)}
+            return expanded
         out: dict[str, Any] = {}
         for key, value in obj.items():
             key = str(key)

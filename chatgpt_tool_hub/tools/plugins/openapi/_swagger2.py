@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._common import object_at
+
 __all__ = ["convert", "rewrite_refs", "prepare_file", "param_schema", "collection_style"]
 
 _REFS = (("#/definitions/", "#/components/schemas/"), ("#/parameters/", "#/components/parameters/"),
@@ -73,8 +75,7 @@ def prepare_file(doc: Any) -> Any:
         moved = {new.split("/")[2]: out[old.split("/")[1]] for old, new in _REFS
                  if isinstance(out.get(old.split("/")[1]), dict)}
         if moved:
-            components = out.get("components") if isinstance(out.get("components"), dict) else {}
-            out["components"] = {**moved, **components}
+            out["components"] = {**moved, **object_at(out, "components")}
     return out
 
 
@@ -186,7 +187,7 @@ def _operation(doc: dict, op: dict, shared: list, consumes: Any, produces: Any) 
     responses = {}
     for code, resp in (op.get("responses") or {}).items() if isinstance(op.get("responses"), dict) else ():
         if isinstance(resp, dict) and "$ref" not in resp:
-            converted = {"description": str(resp.get("description") or "")}
+            converted: dict[str, Any] = {"description": str(resp.get("description") or "")}
             if resp.get("schema") is not None:
                 converted["content"] = {m: {"schema": rewrite_refs(resp["schema"])} for m in outputs}
             responses[str(code)] = converted
@@ -249,8 +250,7 @@ def convert(doc: dict) -> dict:
     components: dict[str, Any] = {}
     if isinstance(doc.get("definitions"), dict):
         components["schemas"] = rewrite_refs(doc["definitions"])
-    globals_ = doc.get("parameters") if isinstance(doc.get("parameters"), dict) else {}
-    params = {k: _parameter(v) for k, v in globals_.items()
+    params = {k: _parameter(v) for k, v in object_at(doc, "parameters").items()
               if isinstance(v, dict) and v.get("in") not in ("body", "formData")}
     if params:
         components["parameters"] = params

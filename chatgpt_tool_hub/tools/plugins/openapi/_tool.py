@@ -88,7 +88,7 @@ class OpenAPITool(Tool):
             headers["Cookie"] = "; ".join(cookies)
         kwargs: dict[str, Any] = {"headers": headers}
         body = self._body_value(arguments)
-        if body is not None:
+        if body is not None and self._body is not None:
             media = self._body.media
             if media == FORM:
                 pairs = [piece for key, member in body.items() if member is not None
