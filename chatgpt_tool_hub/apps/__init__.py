@@ -1,9 +1,14 @@
 """Apps: ``AppFactory`` builds an ``App`` (ReAct) or a ``PlannerApp`` (HuggingGPT mode) with one context each."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .app import App
 from .factory import AppFactory
+
+if TYPE_CHECKING:
+    from .planner import PlannerApp
 
 __all__ = ["AppFactory", "App", "PlannerApp", "ConversationApp", "AppContext", "load_app"]
 
@@ -24,6 +29,6 @@ def __getattr__(name: str) -> Any:  # the planner app and its pipeline load on f
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def load_app(app_type: str = "victorinox", tools_list: Any = None, **kwargs: Any) -> App:
+def load_app(app_type: str = "victorinox", tools_list: Any = None, **kwargs: Any) -> App | PlannerApp:
     """chatgpt-tool-hub 0.3's entry point: ``AppFactory().create_app(...)`` in one call."""
     return AppFactory().create_app(app_type=app_type, tools_list=tools_list, **kwargs)

@@ -15,7 +15,7 @@ import warnings
 import weakref
 from dataclasses import replace
 from functools import partial
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Sequence, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from ..config import is_secret_key, secret_values, set_only
@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..llm.base import LLM
 from ..llm.build import NO_LLM_HELP, build_llm
 from ..redact import Redactor
+from ..run.context import Approver
 from ..runtime.workspace import DEFER_CREATION
 from ..textutil import strip_control
 from ..tools.base import Tool
@@ -35,6 +36,9 @@ from .files import announce_file
 from .logs import configure_logging, guard_logs
 from .settings import ENGINE_ONLY_KEYS, ResolvedConfig, check_names, check_proxy, load_settings
 from .standalone import StandaloneTool
+
+if TYPE_CHECKING:  # the planner app loads on first use
+    from .planner import PlannerApp
 
 __all__ = ["AppFactory", "StandaloneTool", "NO_LLM_HELP", "build_llm", "env_prefixes"]
 
@@ -73,9 +77,25 @@ class AppFactory:
             self._registry = main_tool_register
         return self._registry
 
-    def create_app(self, app_type: str = "victorinox", tools_list: Sequence[str | Tool] | None = None, *,
-                   llm: LLM | None = None, approve: Callable[[str, Any], bool] | None = None,
-                   callbacks: Sequence[Callable] = (), **kwargs: Any) -> Any:
+    @overload
+    def create_app(self, app_type: Literal["victorinox"] = "victorinox",
+                   tools_list: Sequence[str | Tool] | str | Tool | None = None, *, llm: LLM | None = None,
+                   approve: Approver | None = None, callbacks: Sequence[Callable[..., Any]] = (),
+                   **kwargs: Any) -> App: ...
+
+    @overload
+    def create_app(self, app_type: Literal["planner"], tools_list: Sequence[str | Tool] | str | Tool | None = None,
+                   *, llm: LLM | None = None, approve: Approver | None = None,
+                   callbacks: Sequence[Callable[..., Any]] = (), **kwargs: Any) -> PlannerApp: ...
+
+    @overload
+    def create_app(self, app_type: str, tools_list: Sequence[str | Tool] | str | Tool | None = None, *,
+                   llm: LLM | None = None, approve: Approver | None = None,
+                   callbacks: Sequence[Callable[..., Any]] = (), **kwargs: Any) -> App | PlannerApp: ...
+
+    def create_app(self, app_type: str = "victorinox", tools_list: Sequence[str | Tool] | str | Tool | None = None,
+                   *, llm: LLM | None = None, approve: Approver | None = None,
+                   callbacks: Sequence[Callable[..., Any]] = (), **kwargs: Any) -> App | PlannerApp:
         """Build an app. ``tools_list`` holds tool names and ``Tool`` objects alike.
 
         ``app_type="victorinox"`` (default) is the ReAct engine (:class:`App`);
@@ -193,7 +213,7 @@ class AppFactory:
         return replace(config, values={**config.values, **chosen}) if chosen else config
 
     def _assemble(self, app_type: str, llm: LLM, tools: list[Tool], config: ResolvedConfig, context: AppContext,
-                  approve: Callable[[str, Any], bool] | None, callbacks: Sequence[Callable]) -> Any:
+                  approve: Approver | None, callbacks: Sequence[Callable[..., Any]]) -> App | PlannerApp:
         announcer = partial(announce_file, workspace=context.workspace)
         context = replace(context, llm=llm)
         budget_limits = (config["max_llm_calls"], config["max_tool_calls"])

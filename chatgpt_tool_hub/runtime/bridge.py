@@ -123,6 +123,7 @@ def interruptible_iter(open_iter: Callable[[], Iterable[T]], cancel: CancelSigna
             if item is _END:
                 return
             if isinstance(item, _Raised):
+                cancel.check()  # cancelled meanwhile: the cancel wins over an error it may have caused
                 raise item.error
             yield item
     finally:

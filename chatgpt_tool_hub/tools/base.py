@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, overload
 
 from ..errors import ConfigError, ToolInputError
 from ..run.context import DEFAULT_CONTEXT, ToolContext
@@ -306,8 +306,20 @@ class FunctionTool(Tool):
         return self.func(*args, **kwargs)
 
 
+@overload
+def tool(func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
+         dangerous: bool = False, parameters: Mapping[str, Any] | None = None) -> FunctionTool: ...
+
+
+@overload
+def tool(func: None = None, *, name: str | None = None, description: str | None = None,
+         dangerous: bool = False, parameters: Mapping[str, Any] | None = None
+         ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
 def tool(func: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
-         dangerous: bool = False, parameters: Mapping[str, Any] | None = None) -> Any:
+         dangerous: bool = False, parameters: Mapping[str, Any] | None = None
+         ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a :class:`Tool` from a function; usable bare (``@tool``) or with arguments.
 
     ``parameters`` is an explicit JSON schema (any common dialect); without it the
