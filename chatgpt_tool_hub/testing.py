@@ -27,14 +27,14 @@ import dataclasses
 import inspect
 import re
 import threading
-from typing import Callable, Iterable, Iterator, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 from .errors import UserError
 from .llm.base import BaseLLM, LLMResponse, Message, StreamChunk, Usage
 
 __all__ = ["ScriptedLLM", "ScriptExhaustedError"]
 
-Reply = Union[str, LLMResponse, Callable[[list], Union[str, LLMResponse]]]
+Reply = Union[str, LLMResponse, Callable[[list[Message]], Union[str, LLMResponse]]]
 
 
 class ScriptExhaustedError(UserError):
@@ -65,7 +65,7 @@ class ScriptedLLM(BaseLLM):
         self.replies: list[Reply] = list(replies)
         self.requests: list[list[Message]] = []
         self.stops: list[list[str] | None] = []
-        self.tools: list[list[dict] | None] = []
+        self.tools: list[list[dict[str, Any]] | None] = []
         self.chunk_size = max(1, chunk_size)
         self._lock = threading.Lock()
         self._next = 0
@@ -80,7 +80,7 @@ class ScriptedLLM(BaseLLM):
         return self
 
     def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
-                 tools: Sequence[dict] | None = None) -> LLMResponse:
+                 tools: Sequence[dict[str, Any]] | None = None) -> LLMResponse:
         with self._lock:
             index = self._next
             self._next += 1
@@ -105,7 +105,7 @@ class ScriptedLLM(BaseLLM):
         return LLMResponse(text=text, finish_reason=finish, usage=_estimate(snapshot, text), model=self.model_name)
 
     def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
-               tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
+               tools: Sequence[dict[str, Any]] | None = None) -> Iterator[StreamChunk]:
         response = self.complete(messages, stop=stop, tools=tools)
         pieces = re.findall(r"\S+\s*|\s+", response.text or "") or [""]
         for i in range(0, len(pieces), self.chunk_size):
@@ -114,7 +114,7 @@ class ScriptedLLM(BaseLLM):
                           tool_calls=list(response.tool_calls))
 
 
-def _call(reply: Callable, messages: list[Message]) -> object:
+def _call(reply: Callable[..., Any], messages: list[Message]) -> object:
     """A callable reply gets the messages; one that takes no arguments is called without them."""
     try:
         signature = inspect.signature(reply)

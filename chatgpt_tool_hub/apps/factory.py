@@ -397,7 +397,7 @@ def _remote_tools(config: ResolvedConfig, owned: list[Tool] | None = None, *, wo
     return tools[start:]
 
 
-def _entries(config: ResolvedConfig, key: str) -> list:
+def _entries(config: ResolvedConfig, key: str) -> list[Any]:
     value = config.get(key)
     if value in (None, "", []):
         return []

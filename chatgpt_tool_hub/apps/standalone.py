@@ -44,7 +44,8 @@ class StandaloneTool:
         call = dispatch({self.tool.name: self.tool}, self.tool.name, tool_input,
                         ToolContext(redactor=self.context.redactor), prompts=load_prompts(language),
                         max_chars=int(self.config.get("observation_max_chars") or 0), start=None, end=None)
-        return drive(call, None)
+        outcome: Outcome = drive(call, None)
+        return outcome
 
     def close(self) -> None:
         for tool in self.owned:

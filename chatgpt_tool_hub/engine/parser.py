@@ -32,7 +32,7 @@ import json
 import re
 from dataclasses import dataclass
 from itertools import islice
-from typing import Sequence
+from typing import Any, Sequence
 
 from chatgpt_tool_hub.errors import OutputParserError
 from chatgpt_tool_hub.jsontext import loads_lenient, scan_bracketed
@@ -48,7 +48,7 @@ class Action:
     """The LLM asks to run ``tool`` with ``tool_input``; ``log`` is the text used."""
 
     tool: str
-    tool_input: str | dict
+    tool_input: str | dict[str, Any]
     thought: str = ""
     log: str = ""
 
@@ -284,7 +284,7 @@ def _markers(text: str) -> list[_Marker]:
     return markers
 
 
-def _kind(m: re.Match) -> str | None:
+def _kind(m: re.Match[str]) -> str | None:
     """The kind of a marker match; None for a colon-less word other than Final Answer, or '# AI:'."""
     key = _KW_SEP_RE.sub("", m.group("kw").lower())
     if m.group("colon") is None and key != "finalanswer":
@@ -348,7 +348,7 @@ def _parse_action(doc: _Doc, i: int, names: list[str]) -> Action | Finish:
     raise _Broken("no_tool" if tool.lower() in _NO_TOOL else "missing_input", tool=tool)
 
 
-def _result(tool: str, tool_input: str | dict, thought: str, log: str, names: list[str]) -> Action | Finish:
+def _result(tool: str, tool_input: str | dict[str, Any], thought: str, log: str, names: list[str]) -> Action | Finish:
     if _squash(tool) in _FINISH_CALLS and not _registered(tool, names):  # ReAct's Finish[x], finish(answer=x)
         if isinstance(tool_input, dict):
             tool_input = next((v for k, v in tool_input.items() if _squash(str(k)) in ("answer", "output", "result")),
@@ -399,7 +399,7 @@ def _no_action(doc: _Doc, saw_observation: bool) -> Finish:
 # --- JSON and Python-literal objects -------------------------------------------------
 
 
-def _find_json_action(text: str, stop: int) -> tuple[int, int, dict] | None:
+def _find_json_action(text: str, stop: int) -> tuple[int, int, dict[str, Any]] | None:
     """The first line-start object before ``stop`` that reads as an action: (start, end, obj)."""
     for m in islice(_JSON_START_RE.finditer(text, 0, stop), _MAX_JSON_TRIES):
         start = m.end() - 1
@@ -410,7 +410,7 @@ def _find_json_action(text: str, stop: int) -> tuple[int, int, dict] | None:
     return None
 
 
-def _find_embedded_json_action(text: str, names: list[str]) -> tuple[int, int, dict] | None:
+def _find_embedded_json_action(text: str, names: list[str]) -> tuple[int, int, dict[str, Any]] | None:
     """A JSON action inside a line of prose ("Sure! {"tool": {"name": "search", ...}}"): taken only when it
     names a registered tool or the final-answer tool, so an answer that quotes JSON stays an answer."""
     for m in islice(_EMBEDDED_JSON_RE.finditer(text), _MAX_JSON_TRIES):
@@ -428,13 +428,13 @@ def _scan_object(text: str, start: int) -> tuple[str, int]:
     return scan_bracketed(text, start, max_chars=_MAX_OBJECT, max_depth=_MAX_DEPTH)
 
 
-def _load_object(s: str) -> dict | None:
+def _load_object(s: str) -> dict[str, Any] | None:
     """The object ``s`` holds (JSON, repaired JSON or a bounded Python literal; never eval), or None."""
     obj = loads_lenient(s, max_literal=_MAX_LITERAL)
     return obj if isinstance(obj, dict) else None
 
 
-def _load_blob(blob: str) -> dict | None:
+def _load_blob(blob: str) -> dict[str, Any] | None:
     """Load the object at the start of ``blob``; a cut-off one is an error, a malformed one None."""
     status, end = _scan_object(blob, 0)
     if status in _TRUNCATED:
@@ -442,7 +442,7 @@ def _load_blob(blob: str) -> dict | None:
     return _load_object(blob[:end]) if status == "ok" else None
 
 
-def _json_shape(obj: dict, wrapped: bool = False) -> tuple[str, object, str] | None:
+def _json_shape(obj: dict[str, Any], wrapped: bool = False) -> tuple[str, object, str] | None:
     """(tool, input, thought) of a JSON action, input ``...`` when missing; None: not an action."""
     obj = _plain_keys(obj)  # "Action Input", "action-input" → "action_input"
     if len(obj) == 1 and not wrapped:  # {"tool_call": {"action": ..., "action_input": ...}}
@@ -467,11 +467,11 @@ def _json_shape(obj: dict, wrapped: bool = False) -> tuple[str, object, str] | N
     return tool.strip(), next((obj[k] for k in keys if k in obj), ...), thought
 
 
-def _plain_keys(obj: dict) -> dict:
+def _plain_keys(obj: dict[str, Any]) -> dict[str, Any]:
     return {_SEPARATORS_RE.sub("_", str(k).strip().lower()): v for k, v in obj.items()}
 
 
-def _json_result(obj: dict, prose: str, log: str, names: list[str]) -> Action | Finish:
+def _json_result(obj: dict[str, Any], prose: str, log: str, names: list[str]) -> Action | Finish:
     shape = _json_shape(obj)
     if shape is None:
         raise _Broken("unknown_json")
@@ -523,7 +523,7 @@ def _resolve(tool: str, names: list[str]) -> str:
     return tool
 
 
-def _call_style(body: str, names: list[str]) -> tuple[str, str | dict] | None:
+def _call_style(body: str, names: list[str]) -> tuple[str, str | dict[str, Any]] | None:
     """``search[weather]`` (ReAct paper) or ``search("weather")`` (function call)."""
     cut = [i for i in (body.find("["), body.find("(")) if 0 < i <= 100]
     if not cut or any(_squash(n) == _squash(_clean_tool(body)) for n in names):
@@ -537,7 +537,7 @@ def _call_style(body: str, names: list[str]) -> tuple[str, str | dict] | None:
     return tool, (_call_args(inner) if closer == ")" else _strip_quotes(inner))
 
 
-def _call_args(inner: str) -> str | dict:
+def _call_args(inner: str) -> str | dict[str, Any]:
     """A single string or dict literal → its value; keyword arguments (``city="北京", days=3``) → a dict of
     their literal values; anything else stays verbatim."""
     if not 0 < len(inner) <= _MAX_LITERAL:
@@ -549,7 +549,7 @@ def _call_args(inner: str) -> str | dict:
     return value if isinstance(value, (str, dict)) else _strip_quotes(inner)
 
 
-def _keyword_arguments(inner: str) -> dict | None:
+def _keyword_arguments(inner: str) -> dict[str, Any] | None:
     """``a=1, b="x"`` as ``{"a": 1, "b": "x"}`` when every argument is a keyword with a literal value."""
     try:
         call = ast.parse(f"f({inner})", mode="eval").body
@@ -558,7 +558,7 @@ def _keyword_arguments(inner: str) -> dict | None:
     if not isinstance(call, ast.Call) or call.args or not call.keywords or any(k.arg is None for k in call.keywords):
         return None
     try:  # a bare word (city=Paris) is that word as text
-        return {k.arg: k.value.id if isinstance(k.value, ast.Name) else ast.literal_eval(k.value)
+        return {str(k.arg): k.value.id if isinstance(k.value, ast.Name) else ast.literal_eval(k.value)
                 for k in call.keywords}
     except _LITERAL_ERRORS:
         return None
@@ -584,7 +584,7 @@ def _strip_quotes(s: str) -> str:
     return s
 
 
-def _clean_input(section: str) -> str | dict:
+def _clean_input(section: str) -> str | dict[str, Any]:
     """Verbatim input minus surrounding whitespace, a fence and matching quotes; objects → dict."""
     s = _unfence(section)
     if not s.startswith("{"):

@@ -24,7 +24,7 @@ __all__ = ["Message", "Usage", "ToolCall", "LLMResponse", "StreamChunk", "LLM", 
 
 # {"role": "system" | "user" | "assistant", "content": str}; with native tool calls also an assistant
 # message with "tool_calls" and {"role": "tool", "tool_call_id": ..., "content": ...}
-Message = dict
+Message = dict[str, Any]
 
 
 @dataclass

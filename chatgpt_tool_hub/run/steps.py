@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..llm.base import Message, Usage
+
+if TYPE_CHECKING:
+    from ..events import Event
 
 __all__ = ["ToolStep", "ParseFailureStep", "RunUsage", "RunResult", "RunState", "StopReason"]
 
@@ -79,12 +82,12 @@ class RunState:
     messages: list[Message]
     language: str
     session_id: str = "default"
-    nested_events: list = field(default_factory=list)  # events of engines nested in tools, yielded after the tool
+    nested_events: list[Event] = field(default_factory=list)  # events of engines nested in tools, yielded after the tool
 
     def emit(self, event: Any) -> None:
         self.nested_events.append(event)
 
-    def drain_nested(self) -> list:
+    def drain_nested(self) -> list[Event]:
         events, self.nested_events = self.nested_events, []
         return events
     steps: list[ToolStep] = field(default_factory=list)

@@ -17,7 +17,7 @@ from .schema import ParameterSchema, describe_schema, schema_types
 from .signature import signature_of
 
 __all__ = ["Tool", "ToolContext", "ToolResult", "ToolFailure", "FunctionTool", "tool", "schema_from_function",
-           "render_output", "MalformedArguments", "Arguments", "value_of"]
+           "render_output", "MalformedArguments", "Arguments", "value_of", "DEFAULT_CONTEXT"]
 
 _RESOURCE_KINDS = ("text", "image", "audio", "video")
 
@@ -63,7 +63,7 @@ class MalformedArguments(str):
         return result
 
 
-class Arguments(dict):
+class Arguments(dict[str, Any]):
     """Validated keyword arguments, with the coercions applied to them (``notes``) for the observation."""
 
     notes: list[str]
@@ -86,7 +86,7 @@ class Tool:
 
     name: str = ""
     description: str = ""
-    parameters: dict | None = None
+    parameters: dict[str, Any] | None = None
     dangerous: bool = False  # asks for approval before each call where an approver is set
     needs_context: bool = False  # True: ``_run`` also receives the ToolContext, as ``context_argument``
     context_argument: str = "context"  # the keyword the ToolContext is passed as
@@ -238,7 +238,7 @@ class Tool:
         schema = self.parameter_schema
         return describe_schema(schema.schema, max_chars) if schema is not None else ""
 
-    def openai_schema(self) -> dict:
+    def openai_schema(self) -> dict[str, Any]:
         """The tool as an OpenAI function-calling schema."""
         schema = self.parameter_schema
         params = schema.schema if schema is not None else {
@@ -336,7 +336,7 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None, des
 # ---- helpers -----------------------------------------------------------------
 
 
-def schema_from_function(func: Callable[..., Any]) -> tuple[dict, str]:
+def schema_from_function(func: Callable[..., Any]) -> tuple[dict[str, Any], str]:
     """JSON schema of ``func``'s parameters and its description, from signature and docstring."""
     signature = signature_of(func)
     return signature.schema, signature.description
@@ -367,7 +367,7 @@ def _as_text(tool_input: Any) -> str:
     return json.dumps(tool_input, ensure_ascii=False, default=str)
 
 
-def maybe_object(text: str) -> dict | None:
+def maybe_object(text: str) -> dict[str, Any] | None:
     stripped = text.strip()
     if not (stripped.startswith("{") and stripped.endswith("}")):
         return None
