@@ -242,6 +242,7 @@ def test_concurrent_chatbot_asks_run_python_in_parallel_sessions(tmp_path):
 # ---- resources of apps that are dropped (``$tool reset`` builds a new app each time) --------------
 
 
+@pytest.mark.slow
 def test_dropped_apps_close_their_mcp_connections():
     pytest.importorskip("mcp")
     server = str(Path(__file__).parent / "fixtures" / "mcp_server.py")

@@ -363,6 +363,7 @@ def test_both_tools_are_registered_and_not_defaults():
         assert name in entries and not entries[name].default and entries[name].required_keys == []
 
 
+@pytest.mark.slow
 def test_the_example_runs_offline(tmp_path):
     from test_examples import EXAMPLES, ok, run_python
 

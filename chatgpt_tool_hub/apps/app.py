@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any, AsyncGenerator, Callable, Sequence
+from typing import Any, AsyncGenerator, Callable, Generator, Sequence
 
 from ..config import tool_prefix
 from ..engine.loop import Engine, EngineSettings
 from ..errors import UserError
+from ..events import Event
 from ..llm.base import LLM, Message
 from ..run.control import RunBudget
 from ..run.steps import RunResult
@@ -140,7 +141,7 @@ class App(ConversationApp):
                       redactor=self.context.redactor)
 
     def _execute(self, query: str, history: list[Message], session_id: str, stream: bool, budget: RunBudget,
-                 llm: LLM):
+                 llm: LLM) -> Generator[Event, None, RunResult]:
         engine = self._engine(budget, llm, session_id)
         return (yield from engine.iter_run(query, history, stream=stream, session_id=session_id))
 

@@ -10,7 +10,7 @@ and one app serves concurrent requests (each keeps its state in a
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Generator, Mapping, Sequence
 
 from ..config import SETTINGS, get_typed
 from ..errors import ConfigError, UserError
@@ -18,6 +18,7 @@ from ..events import Event
 from ..llm.base import LLM, Message
 from ..planner.catalog import Catalog, load_catalog
 from ..planner.pipeline import PlannerSettings, Request, iter_request
+from ..planner.results import PlanResult
 from ..planner.select import SELECTION_MODES, ModelSelector
 from ..planner.workers import DaemonPool
 from ..run.control import RunBudget
@@ -122,14 +123,15 @@ class PlannerApp(ConversationApp):
             raise UserError("this PlannerApp is closed; build a new one")
 
     def _execute(self, query: str, history: list[Message], session_id: str, stream: bool, budget: RunBudget,
-                 llm: LLM):
+                 llm: LLM) -> Generator[Event, None, PlanResult]:
         # the run's budget is the request's cancel: app.cancel() ends the LLM call in flight and stops the
         # DAG, and the tools' hooks kill their work; a consumer that stops reading leaves no task running
         with self._lock:
             request = Request(llm, dict(self._tools), self.selector, self.settings, query, history,
                               session_id=session_id, stream=stream, approve=self.approve, pool=self._pool,
                               budget=budget, redactor=self.context.redactor)
-        return (yield from iter_request(request))
+        result: PlanResult = yield from iter_request(request)
+        return result
 
     def __repr__(self) -> str:
         return f"<PlannerApp tools={self.tool_names} selection={self.selector.mode}>"

@@ -53,9 +53,9 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: str | dict = ""
+    arguments: str | dict[str, Any] = ""
 
-    def to_message(self) -> dict:
+    def to_message(self) -> dict[str, Any]:
         """The call as it appears in an assistant message's ``tool_calls`` (OpenAI's format)."""
         arguments = self.arguments
         if not isinstance(arguments, str):
@@ -106,7 +106,7 @@ class BaseLLM:
         raise NotImplementedError
 
     def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
-               tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
+               tools: Sequence[dict[str, Any]] | None = None) -> Iterator[StreamChunk]:
         if tools:  # through call_llm: a complete() without ``tools`` gets a clear error
             response = call_llm(self, messages, stop, tools)
         else:
@@ -201,7 +201,7 @@ def _no_native_tools(llm: object) -> Exception:
 
 
 def call_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None,
-             tools: Sequence[dict] | None = None) -> LLMResponse:
+             tools: Sequence[dict[str, Any]] | None = None) -> LLMResponse:
     """``llm.complete`` on a copy of ``messages``, tolerant of LLM objects written loosely.
 
     A ``complete`` without a ``stop`` keyword is called without it, and a
@@ -230,7 +230,7 @@ def call_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None =
 
 
 def stream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None,
-               tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
+               tools: Sequence[dict[str, Any]] | None = None) -> Iterator[StreamChunk]:
     """``llm.stream`` when the object has one (string pieces are wrapped), else one chunk from ``complete``.
 
     With ``tools``, a ``stream`` that does not take them is replaced by one chunk from ``complete``.
@@ -247,7 +247,7 @@ def stream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None
 
 
 def _open_stream(streamer: Any, messages: Sequence[Message], stop: Sequence[str] | None,
-                 tools: Sequence[dict] | None) -> Any:
+                 tools: Sequence[dict[str, Any]] | None) -> Any:
     """``streamer(...)``; a stream() without a stop keyword is called without it (the caller cuts at
     stop sequences); None when ``tools`` are given and it does not take them."""
     extra = {"tools": list(tools)} if tools else {}
@@ -279,7 +279,7 @@ def with_options(llm: Any, **options: Any) -> Any:
 
 
 async def acall_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None,
-                    tools: Sequence[dict] | None = None, *, executor: Any = None) -> LLMResponse:
+                    tools: Sequence[dict[str, Any]] | None = None, *, executor: Any = None) -> LLMResponse:
     """:func:`call_llm` for asyncio: ``llm.acomplete`` awaited when the object has one, else ``complete``
     in ``executor`` (None: the event loop's default)."""
     from .stops import cut_at_stop
@@ -300,7 +300,7 @@ async def acall_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] |
 
 
 async def astream_llm(llm: LLM, messages: Sequence[Message], stop: Sequence[str] | None = None,
-                      tools: Sequence[dict] | None = None, *, executor: Any = None) -> AsyncIterator[StreamChunk]:
+                      tools: Sequence[dict[str, Any]] | None = None, *, executor: Any = None) -> AsyncIterator[StreamChunk]:
     """:func:`stream_llm` for asyncio: ``llm.astream`` when the object has one, else one chunk from
     ``acomplete``, else ``stream`` read in a thread of ``executor`` (chunks arrive as they are made)."""
     astream = getattr(llm, "astream", None)

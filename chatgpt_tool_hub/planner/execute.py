@@ -21,6 +21,7 @@ block the answer, and cannot keep the interpreter from exiting.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -212,7 +213,7 @@ class DagRun:
             if self.timeout is not None:
                 self._deadlines[task_id] = result.started + self.timeout
                 self._wake.notify()
-            self._pool.submit(lambda task_id=task_id: self._work(task_id))
+            self._pool.submit(functools.partial(self._work, task_id))
 
     def _settle(self, result: TaskResult, status: str, now: float, *, output: str | None = None,
                 error: str | None = None, reason: str | None = None, value: str | None = None) -> None:
@@ -310,7 +311,7 @@ class DagRun:
         task = self.tasks[task_id]
         try:
             tool, model = self._tool_for(task)
-            outputs = {dep: self.results[dep].resource for dep in task.dep}
+            outputs = {dep: self.results[dep].resource or "" for dep in task.dep}  # set: the dependency is ok
             args = substitute(task.args, outputs)
             given = tool_input(tool, args)
             with self._lock:

@@ -39,7 +39,7 @@ class RunBudget(Budget):
 
     reason: str = ""
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
-    _hooks: dict = field(default_factory=dict, repr=False, compare=False)
+    _hooks: dict[object, Callable[[], Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:
@@ -66,7 +66,11 @@ class RunBudget(Budget):
         with self._lock:
             if not self._cancelled.is_set():
                 self._hooks[key] = hook
-                return lambda: self._hooks.pop(key, None)
+
+                def remove() -> None:
+                    self._hooks.pop(key, None)
+
+                return remove
         hook()
         return lambda: None
 

@@ -266,6 +266,7 @@ def cold_spec(tmp_path_factory):
             "workspace": str(workspace), "image": ingest_image(picture, workspace)}
 
 
+@pytest.mark.slow
 def test_eight_threads_on_cold_tools_in_one_process(cold_spec):
     """The benchmark's round in this process (transformers is already imported here): only the load race
     is left. Three rounds, each with new (cold) managers."""

@@ -144,6 +144,7 @@ def test_controlnet_size_option_and_plain_input(suite, workspace):
     assert opened(workspace, observation.value)[2] == (64, 43)  # long side 64, the input's aspect
 
 
+@pytest.mark.slow
 def test_same_seed_same_picture(suite, workspace):
     condition = edge_map(workspace)
     tool = tool_for("depth-to-image", suite)

@@ -79,6 +79,7 @@ def test_one_base_for_several_tools_and_no_weight_copies(suite, workspace):
     assert type(canny.pipeline(canny.load(), base).scheduler).__name__ == "UniPCMultistepScheduler"
 
 
+@pytest.mark.slow
 def test_a_budget_that_fits_the_base_once_evicts_nothing(suite, workspace):
     sizing = ModelManager()
     canny, depth = tool_for("canny-to-image", suite, sizing), tool_for("depth-to-image", suite, sizing)
@@ -91,6 +92,7 @@ def test_a_budget_that_fits_the_base_once_evicts_nothing(suite, workspace):
     assert manager.stats()["evictions"] == 0 and manager.stats()["loads"] == 3
 
 
+@pytest.mark.slow
 def test_evicting_the_base_frees_it(suite, workspace):
     manager = ModelManager()
     canny, edit = tool_for("canny-to-image", suite, manager), tool_for("edit-image", suite, manager)
@@ -108,6 +110,7 @@ def test_evicting_the_base_frees_it(suite, workspace):
     assert manager.stats()["loads"] == loads + 2 and manager.stats()["evictions"] >= 3
 
 
+@pytest.mark.slow
 def test_a_base_evicted_during_a_call_is_freed_when_the_call_ends(suite, workspace, monkeypatch):
     manager = ModelManager()
     canny = tool_for("canny-to-image", suite, manager)

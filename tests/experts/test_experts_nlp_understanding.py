@@ -275,12 +275,16 @@ def test_sentence_similarity_remote(fake_endpoint, workspace):
     fake_endpoint.reply_json([0.71, 0.04])
     fake_endpoint.reply_json([0.5])
     tool = SentenceSimilarityTool.from_config(sentence_similarity_endpoint=fake_endpoint.url)
+    # its own manager: a model that is warm in the process-wide one (another test's MiniLM on this device) is
+    # preferred over the endpoint, as docs/experts.md says
+    tool.manager = ModelManager()
     observation = tool.run({"source": "reset password", "sentences": ["Forgot your password?", "Opening hours"]})
     assert observation.value == "Forgot your password?" and "- 0.710: 'Forgot your password?'" in observation
     assert json.loads(fake_endpoint.requests[0]["body"]) == {
         "inputs": {"source_sentence": "reset password", "sentences": ["Forgot your password?", "Opening hours"]}}
     with pytest.raises(ToolExecutionError, match="the model gave 1 scores for 2 sentences"):
         tool.run({"source": "a", "sentences": ["b", "c"]})
+    assert len(fake_endpoint.requests) == 2 and not tool.is_loaded()
 
 
 def test_the_default_sentence_model_comes_from_the_installed_package(workspace):
