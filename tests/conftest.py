@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from env_scrub import settings_environment
 
 # fixtures every test may use without importing them: chat_server; service_server, smtp_server

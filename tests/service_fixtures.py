@@ -34,10 +34,10 @@ import ssl
 import subprocess
 import threading
 import time
-from email import message_from_bytes, policy
-from pathlib import Path
 from dataclasses import dataclass, field
+from email import message_from_bytes, policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 

@@ -16,6 +16,7 @@ from chatgpt_tool_hub.config import Settings
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import Tool, ToolRegistry, main_tool_register
 from chatgpt_tool_hub.tools.context import AppContext, pure_context
+
 from helpers import act, answer
 
 PACKAGE = Path(__file__).resolve().parents[1] / "chatgpt_tool_hub"

@@ -11,6 +11,7 @@ from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import UserError
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import tool
+
 from helpers import act, answer
 
 Image = pytest.importorskip("PIL.Image")

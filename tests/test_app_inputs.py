@@ -7,13 +7,14 @@ import wave
 from pathlib import Path
 
 import pytest
-from helpers import answer
 
 from chatgpt_tool_hub.apps import AppFactory, PlannerApp
 from chatgpt_tool_hub.apps.app import App
 from chatgpt_tool_hub.apps.history import as_files
 from chatgpt_tool_hub.apps.sessions import Sessions
 from chatgpt_tool_hub.testing import ScriptedLLM
+
+from helpers import answer
 
 
 def _wav(path: Path) -> Path:

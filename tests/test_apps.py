@@ -11,6 +11,7 @@ from chatgpt_tool_hub.apps import App, AppFactory
 from chatgpt_tool_hub.errors import ConfigError, UserError
 from chatgpt_tool_hub.events import AnswerEvent, TokenEvent
 from chatgpt_tool_hub.testing import ScriptedLLM, ScriptExhaustedError
+
 from helpers import CountingTool, act, answer, echo, last_user
 
 

@@ -9,8 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
-from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.runtime import netguard as _netguard
+from chatgpt_tool_hub.testing import ScriptedLLM
+
 from helpers import act, answer
 
 # ---- a page only reachable from this machine -------------------------------------------------
@@ -159,7 +160,7 @@ def test_every_attack_is_an_observation_and_the_app_keeps_serving(app, attacks, 
     result = app.run("try everything")
     assert result.output == "still serving" and result.stopped_by == "answer"
     assert len(result.steps) == len(attacks)
-    for step, (tool, text, expected) in zip(result.steps, attacks):
+    for step, (tool, text, expected) in zip(result.steps, attacks, strict=False):
         if isinstance(expected, Exact):
             assert step.observation.strip() == expected, (tool, text, step.observation[:300])
         else:

@@ -10,7 +10,6 @@ import asyncio
 import threading
 
 import pytest
-from helpers import act, wait_until
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.engine import RunBudget as EngineRunBudget
@@ -24,6 +23,8 @@ from chatgpt_tool_hub.runtime.bridge import (
     interruptible_iter,
 )
 from chatgpt_tool_hub.testing import ScriptedLLM
+
+from helpers import act, wait_until
 
 DEADLINE = 30.0
 

@@ -25,6 +25,7 @@ from chatgpt_tool_hub.engine.memory import ConversationMemory
 from chatgpt_tool_hub.events import ActionEvent
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
+
 from helpers import act, answer, wait_gone, wait_until
 
 LATE_S = 30  # the grandchild writes late.txt this long after it starts, unless it was killed

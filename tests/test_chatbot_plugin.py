@@ -15,6 +15,7 @@ from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.apps.app import App
 from chatgpt_tool_hub.errors import ConfigError
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
 from helpers import act, answer
 from service_fixtures import CHATBOT_KWARGS, service_server  # noqa: F401
 

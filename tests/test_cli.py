@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from chatgpt_tool_hub import cli
+
 from helpers import act, answer
 
 

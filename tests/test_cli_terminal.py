@@ -13,6 +13,7 @@ import pytest
 from chatgpt_tool_hub import cli
 from chatgpt_tool_hub.console.terminal import HELP, speech_parts
 from chatgpt_tool_hub.tools import tool
+
 from helpers import act, answer
 
 

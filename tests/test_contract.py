@@ -24,6 +24,7 @@ from chatgpt_tool_hub.errors import ConfigError
 from chatgpt_tool_hub.testing import ScriptedLLM, ScriptExhaustedError
 from chatgpt_tool_hub.tools import tool
 from chatgpt_tool_hub.tools.registry import ToolRegistry
+
 from helpers import act, answer, echo, wait_until
 
 SECRET = "sk-CONTRACT-NEVER-LEAK-0987654321"

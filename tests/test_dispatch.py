@@ -18,6 +18,7 @@ from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import tool
 from chatgpt_tool_hub.tools.base import ToolContext
 from chatgpt_tool_hub.tools.subtree import SubtreeTool
+
 from helpers import CountingTool, act, answer
 
 SECRET = "sk-Ünïcode/Key+With=Chars&1234"

@@ -14,6 +14,7 @@ from chatgpt_tool_hub.tools import main_tool_register
 from chatgpt_tool_hub.tools.builtin import documents_formats, documents_index
 from chatgpt_tool_hub.tools.builtin.documents_formats import parse_document, simple_pdf
 from chatgpt_tool_hub.tools.builtin.documents_index import Bm25, chunk_document
+
 from helpers import act, answer
 from service_fixtures import service_server  # noqa: F401  (fixture)
 

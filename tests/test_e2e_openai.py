@@ -7,6 +7,7 @@ import pytest
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import LLMAuthError, LLMConnectionError
 from chatgpt_tool_hub.events import TokenEvent
+
 from helpers import act, answer
 
 

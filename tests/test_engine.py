@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-
 from chatgpt_tool_hub.engine.loop import STOP_SEQUENCES, Engine, EngineSettings, truncate_observation
 from chatgpt_tool_hub.events import ActionEvent, AnswerEvent, ErrorEvent, ObservationEvent, ThoughtEvent, TokenEvent
 from chatgpt_tool_hub.testing import ScriptedLLM
+
 from helpers import CountingTool, act, answer, echo, last_user, run_events
 
 

@@ -7,6 +7,7 @@ from chatgpt_tool_hub.events import AnswerEvent, TokenEvent
 from chatgpt_tool_hub.llm.base import BaseLLM, LLMResponse, StreamChunk
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import Tool
+
 from helpers import CountingTool, act, answer, echo, run_events
 
 

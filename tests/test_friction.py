@@ -22,6 +22,7 @@ from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ConfigError
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import tool
+
 from helpers import act, answer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,14 +7,15 @@ import logging
 import socket
 
 import pytest
-from helpers import act, answer
-from service_fixtures import CHATBOT_KWARGS
 
 from chatgpt_tool_hub import cli
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ConfigError, ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import main_tool_register, tool
+
+from helpers import act, answer
+from service_fixtures import CHATBOT_KWARGS
 
 SECRET = "sk-front-door-secret-0123456789"
 

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 from chatgpt_tool_hub.config import SETTINGS
+
 from env_scrub import settings_environment
 
 TESTS = Path(__file__).resolve().parent

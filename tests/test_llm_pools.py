@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from test_openai_stream import RawServer, acollect, raw  # noqa: F401 - the fixture
 
 from chatgpt_tool_hub.errors import LLMConnectionError
 from chatgpt_tool_hub.llm import http_pools
 from chatgpt_tool_hub.llm.openai_client import OpenAICompatibleLLM
-from test_openai_stream import RawServer, acollect, raw  # noqa: F401 - the fixture
-
 from tests.chat_server import ChatServer
 
 

@@ -10,6 +10,7 @@ from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ToolInputError
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import main_tool_register
+
 from helpers import act, answer
 
 Image = pytest.importorskip("PIL.Image")
@@ -163,7 +164,7 @@ def _colour_frames(workspace, name: str, fmt: str) -> str:
 
 
 def _close(pixel, color, tolerance=60) -> bool:
-    return all(abs(a - b) <= tolerance for a, b in zip(pixel, color))
+    return all(abs(a - b) <= tolerance for a, b in zip(pixel, color, strict=False))
 
 
 def test_video_frames_from_a_gif_are_pngs_in_order(workspace):
@@ -171,7 +172,7 @@ def test_video_frames_from_a_gif_are_pngs_in_order(workspace):
     out = build("video-frames").run({"video": video, "count": 3})
     names = out.value.split(", ")
     assert len(names) == 3 and out.startswith(f"Took 3 frames from {video}: ") and out.endswith("(32x16).")
-    for name, color in zip(names, (RED, GREEN, BLUE)):
+    for name, color in zip(names, (RED, GREEN, BLUE), strict=False):
         assert re.fullmatch(CHAINED.format(op="frame", prev="5e6f7a8b", org="5e6f7a8b"), name)
         assert _close(opened(workspace, name).getpixel((5, 5)), color)
 

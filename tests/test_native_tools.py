@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import CountingTool, act, answer, echo, run_events
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.engine import native
@@ -27,6 +26,8 @@ from chatgpt_tool_hub.llm.tokens import count_message_tokens
 from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import tool
+
+from helpers import CountingTool, act, answer, echo, run_events
 
 NATIVE = EngineSettings(tool_calling="native", prompt_language="en")
 

@@ -15,6 +15,7 @@ from chatgpt_tool_hub.tools.plugins.search import BingSearchTool, GoogleSearchTo
 from chatgpt_tool_hub.tools.plugins.wikipedia import WikipediaTool
 from chatgpt_tool_hub.tools.plugins.wolfram import WolframAlphaTool
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
 from service_fixtures import Reply, chatbot_kwargs, closed_port_url, service_server  # noqa: F401
 
 BING_KEY = "bing-SECRET-key-0123456789"
@@ -371,6 +372,7 @@ def test_broken_proxy_and_oversized_answer(service_server):
 def test_errors_surface_as_observations_inside_a_run(service_server):
     from chatgpt_tool_hub.apps import AppFactory
     from chatgpt_tool_hub.testing import ScriptedLLM
+
     from helpers import act, answer
 
     service_server.fallback = Reply({"error": "down"}, status=503)

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import process_gone, wait_gone, wait_until
-
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
 from chatgpt_tool_hub.tools.builtin.terminal import TerminalTool
+
+from helpers import process_gone, wait_gone, wait_until
 
 pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process-tree checks use /proc"),
               pytest.mark.timeout(60)]

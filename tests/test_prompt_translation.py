@@ -10,6 +10,7 @@ from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.experts.diffusion_base import TRANSLATE_PROMPT, needs_translation, translate_prompt
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.base import ToolContext
+
 from helpers import act, answer
 
 pytest.importorskip("torch")

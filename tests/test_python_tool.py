@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers import process_gone, wait_gone, wait_until
-
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ConfigError, ToolInputError
+from chatgpt_tool_hub.runtime.sandbox import run_sandboxed, scrubbed_env, strip_control, truncate_middle
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.base import ToolContext
-from chatgpt_tool_hub.tools.tool_register import main_tool_register
-from chatgpt_tool_hub.runtime.sandbox import run_sandboxed, scrubbed_env, strip_control, truncate_middle
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool, extract_code
+from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
+from helpers import process_gone, wait_gone, wait_until
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the sandbox limits are POSIX only")
 

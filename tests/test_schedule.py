@@ -13,10 +13,20 @@ import time
 import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
-from chatgpt_tool_hub.apps.schedule import (DB_NAME, Cron, Interval, ScheduleStore, Scheduler, parse_command,
-                                            parse_when, scheduler_for, terminal_command)
+from chatgpt_tool_hub.apps.schedule import (
+    DB_NAME,
+    Cron,
+    Interval,
+    Scheduler,
+    ScheduleStore,
+    parse_command,
+    parse_when,
+    scheduler_for,
+    terminal_command,
+)
 from chatgpt_tool_hub.errors import UserError
 from chatgpt_tool_hub.testing import ScriptedLLM
+
 from helpers import answer
 
 START = dt.datetime(2026, 3, 2, 10, 2, 0).timestamp()  # a Monday, 10:02 local time

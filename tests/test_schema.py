@@ -18,6 +18,7 @@ from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import Tool, tool
 from chatgpt_tool_hub.tools.base import ToolContext
 from chatgpt_tool_hub.tools.schema import normalize
+
 from helpers import act, answer
 
 BFCL = {  # the Berkeley Function Calling Leaderboard's dialect
@@ -350,7 +351,8 @@ def test_every_tool_line_is_bounded_whatever_its_schema_and_the_example_keeps_th
 
 # ---- the quick metaschema check agrees with jsonschema's ------------------------------------------------
 
-from hypothesis import given, settings as hsettings  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st  # noqa: E402
 
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False), st.text(max_size=3),

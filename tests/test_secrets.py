@@ -8,6 +8,7 @@ import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import LLMError
+
 from helpers import act, answer
 
 SECRET = "sk-THIS-MUST-NEVER-LEAK-1234567890"

@@ -82,8 +82,8 @@ def test_expert_inputs_refuse_the_same_escapes(ws, path):
 def test_very_long_paths_are_refused_quickly(tools):
     read, write, listing = tools
     for path in ("a" * 100_000, "a/" * 3000, ("b" * 300) + "/x"):
-        for call in (lambda: read.run(path), lambda: listing.run(path),
-                     lambda: write.run({"path": path, "content": "x"})):
+        for call in (lambda path=path: read.run(path), lambda path=path: listing.run(path),
+                     lambda path=path: write.run({"path": path, "content": "x"})):
             assert _outcome(call).startswith("refused: ")
 
 
@@ -108,9 +108,9 @@ def test_a_symlink_the_python_tool_makes_is_not_followed_out(ws, tools):
     finally:
         py.close()
     for path in ("etc/passwd", "etc", "up.txt", "chain", "root/etc/passwd"):
-        assert _outcome(lambda: read.run(path)).startswith("refused: "), path
-        assert _outcome(lambda: listing.run(path)).startswith("refused: "), path
-        assert _outcome(lambda: write.run({"path": path, "content": "x"})).startswith("refused: "), path
+        assert _outcome(lambda path=path: read.run(path)).startswith("refused: "), path
+        assert _outcome(lambda path=path: listing.run(path)).startswith("refused: "), path
+        assert _outcome(lambda path=path: write.run({"path": path, "content": "x"})).startswith("refused: "), path
         with pytest.raises(ToolInputError):
             expert_files.resolve_input(path, ws, "image")
     assert "link" in listing.run("")  # the links are listed as links, never followed
@@ -125,8 +125,8 @@ def test_fifos_and_devices_never_block(tools, ws):
 
     def attack():
         for path in ("pipe", "zero"):
-            result.append(_outcome(lambda: read.run(path)))
-            result.append(_outcome(lambda: write.run({"path": path, "content": "x"})))
+            result.append(_outcome(lambda path=path: read.run(path)))
+            result.append(_outcome(lambda path=path: write.run({"path": path, "content": "x"})))
 
     thread = threading.Thread(target=attack, daemon=True)
     thread.start()
@@ -269,7 +269,7 @@ def test_links_to_the_configuration_are_refused(cwd_ws):
     os.symlink("../config.json", cwd_ws / "sub" / "settings.json")
     os.link(cwd_ws / ".env", cwd_ws / "hard.txt")
     for path in ("notes.txt", "sub/settings.json", "hard.txt"):
-        for call in (lambda: write.run({"path": path, "content": PLANTED}), lambda: read.run(path)):
+        for call in (lambda path=path: write.run({"path": path, "content": PLANTED}), lambda path=path: read.run(path)):
             out = _outcome(call)
             assert out.startswith("refused: ") and "configuration" in out, (path, out)
             assert "sk-the-real-key" not in out
@@ -402,7 +402,7 @@ def test_swapping_the_workspace_folder_for_a_link_never_escapes(tmp_path):
         while calls < 4000 and (calls < 200 or time.monotonic() < deadline):
             calls += 1
             escaped_reads += SECRET in attempt(lambda: read.run("data.txt"))
-            attempt(lambda: write.run({"path": f"new-{calls}.txt", "content": "x"}))
+            attempt(lambda calls=calls: write.run({"path": f"new-{calls}.txt", "content": "x"}))
     finally:
         stop.set()
         swapper.join(5)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import process_gone, wait_gone
-
 from chatgpt_tool_hub.tools.builtin.python_tool import PythonTool
 from chatgpt_tool_hub.tools.builtin.terminal import TerminalTool
+
+from helpers import process_gone, wait_gone
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process-tree checks use /proc")
 

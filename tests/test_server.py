@@ -12,12 +12,12 @@ import json
 import httpx
 import openai
 import pytest
-
-from chatgpt_tool_hub.testing import ScriptedLLM
-from helpers import act, answer
 from test_server_support import live  # noqa: F401 - the fixture
 
+from chatgpt_tool_hub.testing import ScriptedLLM
 from tests.chat_server import ChatServer, _prompt_tokens
+
+from helpers import act, answer
 
 
 def test_a_question_non_streamed_answer_reasoning_and_usage(live):

@@ -18,9 +18,9 @@ from chatgpt_tool_hub.llm.base import LLMResponse, acall_llm, astream_llm, colle
 from chatgpt_tool_hub.llm.openai_client import OpenAICompatibleLLM
 from chatgpt_tool_hub.server.monologue import Monologue
 from chatgpt_tool_hub.testing import ScriptedLLM
-from helpers import act, answer
-
 from tests.chat_server import chat_server  # noqa: F401 - the fixture
+
+from helpers import act, answer
 
 MSGS = [{"role": "user", "content": "hi"}]
 

@@ -13,10 +13,11 @@ from urllib.parse import urlsplit
 import httpx
 import openai
 import pytest
+from test_server_support import live, png_bytes, user_workspace  # noqa: F401 - the fixture
 
 from chatgpt_tool_hub.testing import ScriptedLLM
+
 from helpers import act, answer
-from test_server_support import live, png_bytes, user_workspace  # noqa: F401 - the fixture
 
 pytest.importorskip("PIL")
 

@@ -17,14 +17,14 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from test_server_support import free_port, live, user_workspace, wait_for  # noqa: F401 - the fixture
 
 from chatgpt_tool_hub.errors import ConfigError
 from chatgpt_tool_hub.server.settings import ServeSettings
 from chatgpt_tool_hub.testing import ScriptedLLM
-from helpers import act, answer, wait_gone
-from test_server_support import free_port, live, user_workspace, wait_for  # noqa: F401 - the fixture
-
 from tests.chat_server import ChatServer
+
+from helpers import act, answer, wait_gone
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = [{"role": "user", "content": "hi"}]

@@ -8,12 +8,13 @@ import json
 
 import httpx
 import pytest
+from test_server_support import live  # noqa: F401 - the fixture
 
 from chatgpt_tool_hub.server.asgi import sse
 from chatgpt_tool_hub.server.chat import DeltaEvents
 from chatgpt_tool_hub.testing import ScriptedLLM
+
 from helpers import act, answer
-from test_server_support import live  # noqa: F401 - the fixture
 
 TEXTS = ["plain", "", 'quotes " and \\ backslashes', "line\nbreaks\r\tand tabs", "中文 and émojis 🎉",
          "\u2028\u2029 separators", "</script>", "\x00\x1f controls"]

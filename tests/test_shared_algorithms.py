@@ -7,7 +7,6 @@ import ast
 from pathlib import Path
 
 import pytest
-from helpers import act, answer
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ToolExecutionError
@@ -20,6 +19,8 @@ from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import main_tool_register
 from chatgpt_tool_hub.tools.base import ToolContext
 from chatgpt_tool_hub.tools.builtin.documents_formats import simple_pdf
+
+from helpers import act, answer
 
 PACKAGE = Path(__file__).resolve().parents[1] / "chatgpt_tool_hub"
 PARAGRAPH = ("The committee met on Monday to discuss the budget. Revenue grew by twelve percent, costs by four. "

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
-from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.errors import UserError
 from chatgpt_tool_hub.events import ObservationEvent
+from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.base import ToolContext
 from chatgpt_tool_hub.tools.context import pure_context
 from chatgpt_tool_hub.tools.subtree import SubtreeError, SubtreeTool, subtree_llm
+
 from helpers import CountingTool, act, answer, echo
 
 

@@ -1,21 +1,23 @@
-"""The summary tool: token-aware map-reduce, workspace files, URLs through url-get, and its LLM."""
+"""The summary tool: token-aware map-reduce, workspace files, URLs read as url-get reads them, and its LLM."""
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 
 import pytest
 
-from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.errors import LLMConnectionError, ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.llm.tokens import count_tokens
+from chatgpt_tool_hub.run.budget import Budget
 from chatgpt_tool_hub.testing import ScriptedLLM
-from chatgpt_tool_hub.tools.base import Tool, ToolContext
+from chatgpt_tool_hub.tools.base import ToolContext
 from chatgpt_tool_hub.tools.plugins.summary import COMBINE_PROMPT, MAP_PROMPT, SINGLE_PROMPT, SummaryTool, split_text
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
 from helpers import act, answer
-from service_fixtures import chatbot_kwargs
+from service_fixtures import chatbot_kwargs, closed_port_url
 
 LONG_TEXT = "\n\n".join(
     f"Paragraph {i}. " + " ".join(f"Sentence {i}.{j} talks about topic {i} in some detail." for j in range(6))
@@ -60,7 +62,7 @@ def test_multi_chunk_map_reduce_takes_n_plus_one_calls(tmp_path, parallel):
     assert out == "THE FINAL SUMMARY"
     assert llm.calls == n + 1
     map_prompts = sorted((user_prompt(r) for r in llm.requests[:n]), key=lambda p: int(re.search(r"PART (\d+)", p)[1]))
-    for i, (prompt, chunk) in enumerate(zip(map_prompts, chunks), 1):
+    for i, (prompt, chunk) in enumerate(zip(map_prompts, chunks, strict=True), 1):
         assert prompt.startswith(MAP_PROMPT + f"PART {i} OF {n}:\n" + chunk)
     combine = user_prompt(llm.requests[-1])
     assert combine.startswith(COMBINE_PROMPT)
@@ -142,48 +144,51 @@ def test_paths_outside_the_workspace_are_refused(tmp_path, monkeypatch, path):
     assert llm.calls == 0
 
 
-def test_url_input_goes_through_url_get(tmp_path, monkeypatch):
-    built = []
-
-    class FakeUrlGet(Tool):
-        name = "url-get"
-
-        def _run(self, text):
-            return f"Page text of {text}: cats are great."
-
-    def fake_build(name, **kwargs):
-        getter = FakeUrlGet()
-        getter.use_summary = True
-        built.append((name, kwargs, getter))
-        return getter
-
-    monkeypatch.setattr(main_tool_register, "build", fake_build)
+def test_url_input_is_read_as_url_get_shows_it(tmp_path, service_server):
+    service_server.route("/cats.html", "<html><head><title>Cats</title><script>steal()</script></head>"
+                                       "<body><h1>Cats</h1><p>Cats are great.</p></body></html>",
+                         content_type="text/html; charset=utf-8")
+    url = service_server.url + "/cats.html"
     llm = ScriptedLLM(["Cats are great."])
-    out = make(tmp_path, proxy="http://proxy:3128").run("https://example.com/cats", context=ToolContext(llm=llm))
-    assert out == "Summary of https://example.com/cats:\nCats are great."
-    assert "Page text of https://example.com/cats: cats are great." in user_prompt(llm.requests[0])
-    (name, kwargs, getter), = built
-    assert name == "url-get" and kwargs["context"].http.proxy == "http://proxy:3128"
-    assert getter.use_summary is False  # url-get must not call summary back
+    out = make(tmp_path, url_get_allow_private=True).run(url, context=ToolContext(llm=llm))
+    assert out == f"Summary of {url}:\nCats are great."
+    prompt = user_prompt(llm.requests[0])
+    assert f"URL: {url}\nTitle: Cats\n\n# Cats\n\nCats are great." in prompt and "steal" not in prompt
 
 
-def test_url_get_failures_become_observations(tmp_path, monkeypatch):
-    class Failing(Tool):
-        name = "url-get"
+def test_url_input_goes_through_the_proxy_setting(tmp_path, service_server, monkeypatch):
+    real_getaddrinfo = socket.getaddrinfo
 
-        def _run(self, text):
-            raise ToolExecutionError("could not reach example.com: connection refused")
+    def resolve(host, *args, **kwargs):  # a public name, without asking a resolver
+        if host == "public.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80))]
+        return real_getaddrinfo(host, *args, **kwargs)
 
-    monkeypatch.setattr(main_tool_register, "build", lambda name, **kw: Failing())
-    with pytest.raises(ToolExecutionError, match="could not reach example.com"):
-        make(tmp_path).run("https://example.com", context=ToolContext(llm=ScriptedLLM([])))
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    service_server.route("/doc", "The document, through the proxy.")
+    llm = ScriptedLLM(["Through the proxy."])
+    out = make(tmp_path, proxy=service_server.url).run("http://public.example/doc", context=ToolContext(llm=llm))
+    assert out == "Summary of http://public.example/doc:\nThrough the proxy."
+    assert service_server.requests[0]["headers"]["host"] == "public.example"
+    assert "The document, through the proxy." in user_prompt(llm.requests[0])
 
-    def unavailable(name, **kw):
-        raise ModuleNotFoundError("No module named 'chatgpt_tool_hub.tools.builtin.url_get'")
 
-    monkeypatch.setattr(main_tool_register, "build", unavailable)
-    with pytest.raises(ToolExecutionError, match="the url-get tool is unavailable"):
-        make(tmp_path).run("https://example.com", context=ToolContext(llm=ScriptedLLM([])))
+def test_url_failures_become_observations_and_are_not_summarised(tmp_path, service_server):
+    service_server.route("/missing", "gone", status=404)
+    service_server.route("/photo.png", b"\x89PNG\r\n\x1a\n" + bytes(64), content_type="image/png")
+    llm = ScriptedLLM([])
+    tool = make(tmp_path, url_get_allow_private=True)
+    with pytest.raises(ToolExecutionError, match=r"^could not fetch http://127\.0\.0\.1:\d+/missing: HTTP 404 Not Found$"):
+        tool.run(service_server.url + "/missing", context=ToolContext(llm=llm))
+    with pytest.raises(ToolExecutionError, match=r"/photo\.png: it is binary content \(image/png\), not a text page$"):
+        tool.run(service_server.url + "/photo.png", context=ToolContext(llm=llm))
+    with pytest.raises(ToolExecutionError, match=r"could not fetch .*: could not reach 127.0.0.1: connection refused"):
+        tool.run(closed_port_url() + "/", context=ToolContext(llm=llm))
+    with pytest.raises(ToolExecutionError, match=r"could not fetch .*: refused to fetch 127.0.0.1: loopback address"):
+        make(tmp_path).run(service_server.url + "/missing", context=ToolContext(llm=llm))
+    with pytest.raises(ToolExecutionError, match=r"setting 'url_get_timeout' must be > 0"):
+        make(tmp_path, url_get_timeout=-1).run(service_server.url + "/missing", context=ToolContext(llm=llm))
+    assert llm.calls == 0 and service_server.paths() == ["/missing", "/photo.png"]
 
 
 def test_no_llm_gives_a_clear_observation(tmp_path):

@@ -6,13 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import wait_gone
 
 from chatgpt_tool_hub.apps import AppFactory
 from chatgpt_tool_hub.errors import ConfigError, ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.builtin.terminal import TerminalTool, extract_command, nsfc_check
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
+from helpers import wait_gone
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the terminal tool's limits are POSIX only")
 

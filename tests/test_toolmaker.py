@@ -12,6 +12,7 @@ from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import main_tool_register
 from chatgpt_tool_hub.tools.base import ToolContext
+
 from helpers import act, answer
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the python tool keeps workers per session on POSIX")

@@ -19,6 +19,7 @@ from chatgpt_tool_hub.tools.plugins.speech import SttTool, TtsTool, detect_langu
 from chatgpt_tool_hub.tools.plugins.visual import VisualTool, image_mime
 from chatgpt_tool_hub.tools.plugins.wechat import WechatTool
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
 from helpers import act, answer
 from service_fixtures import chatbot_kwargs, service_server  # noqa: F401
 

@@ -15,6 +15,7 @@ from chatgpt_tool_hub.tools.plugins.finance_news import FinanceNewsTool, filter_
 from chatgpt_tool_hub.tools.plugins.news import MorningNewsTool, NewsApiTool
 from chatgpt_tool_hub.tools.subtree import NewsTool
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
 from helpers import act, answer
 from service_fixtures import chatbot_kwargs, service_server  # noqa: F401
 

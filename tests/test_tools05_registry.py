@@ -15,6 +15,7 @@ from chatgpt_tool_hub.tools.context import pure_context
 from chatgpt_tool_hub.tools.plugins.meteo import MeteoWeatherTool
 from chatgpt_tool_hub.tools.registry import _longest_first
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
 from helpers import act, answer
 from service_fixtures import chatbot_kwargs, service_server  # noqa: F401
 

@@ -13,9 +13,17 @@ from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.plugins.email_tool import EmailTool
 from chatgpt_tool_hub.tools.plugins.sms import SmsTool, valid_phone
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
 from helpers import act, answer
-from service_fixtures import (SmtpServer, chatbot_kwargs, closed_port_url, free_port, self_signed_cert,  # noqa: F401
-                              service_server, smtp_server)
+from service_fixtures import (  # noqa: F401
+    SmtpServer,
+    chatbot_kwargs,
+    closed_port_url,
+    free_port,
+    self_signed_cert,
+    service_server,
+    smtp_server,
+)
 
 CODE = "auth-CODE-1234"
 SENDER = "bot@example.test"

@@ -238,15 +238,15 @@ def test_redirect_chains_are_followed_up_to_five(server):
 
 def test_redirect_to_metadata_address_is_refused(server, monkeypatch):
     """The fixture is allowed (first hop only); the redirect target gets the default policy."""
-    from chatgpt_tool_hub.tools.builtin import url_get
+    from chatgpt_tool_hub.runtime import webpage
 
-    real, checked = url_get.check_url, []
+    real, checked = webpage.check_url, []
 
     def first_hop_private(target, allow_private=False):
         checked.append(target)
         return real(target, allow_private=allow_private and len(checked) == 1)
 
-    monkeypatch.setattr(url_get, "check_url", first_hop_private)
+    monkeypatch.setattr(webpage, "check_url", first_hop_private)
     out = local_tool().run(f"{server.base}/to-metadata")
     assert out.startswith("url-get: refused to fetch 169.254.169.254: link-local address")
     assert checked == [f"{server.base}/to-metadata", "http://169.254.169.254/latest/meta-data/"]

@@ -26,6 +26,7 @@ from chatgpt_tool_hub.server import create_server
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.web.transcript import Transcript, fenced
 from chatgpt_tool_hub.web.users import WebUsers
+
 from helpers import act, answer, echo
 
 # ---- events -> messages ------------------------------------------------------------------------

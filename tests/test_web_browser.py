@@ -16,10 +16,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_server_support import Live, free_port
 
 from chatgpt_tool_hub.testing import ScriptedLLM
+
 from helpers import act, answer
-from test_server_support import Live, free_port
 
 pytestmark = pytest.mark.browser
 

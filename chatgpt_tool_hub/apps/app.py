@@ -32,7 +32,7 @@ __all__ = ["App", "DEFAULT_SESSION"]
 log = logging.getLogger("chatgpt_tool_hub.apps")
 
 
-class App(ConversationApp):
+class App(ConversationApp[RunResult]):
     """A question-answering app over an LLM and tools, driven by the ReAct engine."""
 
     app_type = "victorinox"

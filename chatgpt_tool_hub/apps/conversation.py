@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any, AsyncGenerator, Callable, Generator, Generic, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from ..config import SETTINGS
 from ..engine.memory import ConversationMemory
@@ -75,7 +75,14 @@ class _Turn:
         return result
 
 
-class ConversationApp:
+class _Answered(Protocol):
+    output: str
+
+
+ResultT = TypeVar("ResultT", bound=_Answered)  # what run() returns: RunResult (App) or PlanResult (PlannerApp)
+
+
+class ConversationApp(Generic[ResultT]):
     """Base of the apps. Two apps share nothing; one app serves many threads and event loops."""
 
     app_type = "base"
@@ -155,13 +162,14 @@ class ConversationApp:
 
     def run(self, query: str, chat_history: Sequence[Message] | None = None, *,
             session_id: str | None = None, callbacks: Sequence[Callback] = (), files: Sequence[Any] | Any = (),
-            llm_options: Mapping[str, Any] | None = None):
+            llm_options: Mapping[str, Any] | None = None) -> ResultT:
         """Answer ``query`` and return everything that happened.
 
         ``llm_options`` (``temperature``, ``max_tokens``) change the LLM's sampling for this run, for
         LLM objects that have ``with_options`` (the OpenAI-compatible client does)."""
         run = self._iter(query, chat_history, session_id, stream=False, files=files, llm_options=llm_options)
-        return drain(run, [*self.callbacks, *callbacks])
+        result: ResultT = drain(run, [*self.callbacks, *callbacks])
+        return result
 
     def stream(self, query: str, chat_history: Sequence[Message] | None = None, *,
                session_id: str | None = None, files: Sequence[Any] | Any = (),
@@ -178,11 +186,12 @@ class ConversationApp:
 
     async def arun(self, query: str, chat_history: Sequence[Message] | None = None, *,
                    session_id: str | None = None, callbacks: Sequence[Callback] = (),
-                   files: Sequence[Any] | Any = (), llm_options: Mapping[str, Any] | None = None):
+                   files: Sequence[Any] | Any = (), llm_options: Mapping[str, Any] | None = None) -> ResultT:
         """``run`` for asyncio. Cancelling the awaiting task cancels the run: its tools' processes are
         killed and the call in flight is waited for before ``CancelledError`` goes on."""
         source = self._aiter(query, chat_history, session_id, stream=False, files=files, llm_options=llm_options)
-        return await adrain(source, [*self.callbacks, *callbacks])
+        result: ResultT = await adrain(source, [*self.callbacks, *callbacks])
+        return result
 
     def astream(self, query: str, chat_history: Sequence[Message] | None = None, *,
                 session_id: str | None = None, files: Sequence[Any] | Any = (),

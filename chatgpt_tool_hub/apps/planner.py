@@ -43,7 +43,7 @@ CONFIG_KEYS: dict[str, str] = {
 _DEFAULTS = PlannerSettings()
 
 
-class PlannerApp(ConversationApp):
+class PlannerApp(ConversationApp[PlanResult]):
     """Answers requests the HuggingGPT way (``app_type="planner"``); ask/run/stream come from the base."""
 
     app_type = "planner"

@@ -8,6 +8,7 @@ Each module has one job and imports only the ground floor (``errors``,
 * ``video_io`` -- frames in and out of GIF / MP4
 * ``netguard`` -- the SSRF guard: check a URL, connect only to the checked address
 * ``http`` -- the plugin tools' request helper (timeouts, size limits, secrets scrubbed)
+* ``webpage`` -- read a web page through ``netguard`` and turn it into text (url-get, summary, documents)
 * ``sandbox`` / ``launcher`` -- start a process tree under limits, kill all of it
 * ``python_worker`` -- the python tool's worker process (run as a script, standard library only)
 * ``shellwords`` / ``nsfc`` -- a shell lexer and the terminal's destructive-command filter

@@ -267,9 +267,9 @@ def read_page(url: str, limits: FetchLimits, *, links: bool = False, max_chars: 
     """
     page = fetch_page(url, limits)
     if page.status >= 400:
-        raise FetchError(f"HTTP {page.status} {page.reason} from {page.url}")
+        raise FetchError(f"HTTP {page.status} {page.reason}")
     if page.binary:
-        raise FetchError(f"{page.url} is binary content ({page.binary}), not a text page")
+        raise FetchError(f"it is binary content ({page.binary}), not a text page")
     return clip_text(strip_control(render_page(page, links)), max_chars)
 
 

@@ -13,10 +13,21 @@ from pathlib import Path
 
 import pytest
 
+from chatgpt_tool_hub.experts.tiny import (
+    build_blip,
+    build_blip_vqa,
+    build_depth_anything,
+    build_detr,
+    build_distilbert,
+    build_segformer,
+    build_vit,
+    build_vits,
+    build_wav2vec2,
+    build_whisper,
+    build_yolos,
+)
 from chatgpt_tool_hub.runtime.models.manager import default_manager
-from chatgpt_tool_hub.experts.tiny import (build_blip, build_blip_vqa, build_depth_anything, build_detr,
-                                           build_distilbert, build_segformer, build_vit, build_vits, build_wav2vec2,
-                                           build_whisper, build_yolos)
+
 
 def _built(tmp_path_factory, name: str, builder) -> str:
     pytest.importorskip("torch")

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from chatgpt_tool_hub.runtime.models import loading
 from chatgpt_tool_hub.experts.base import ExpertTool
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.loadlock import CALL_GATE
+from chatgpt_tool_hub.runtime.models import loading
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

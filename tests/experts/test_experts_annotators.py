@@ -11,8 +11,13 @@ import sys
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.experts.annotators import (ImageToCannyTool, ImageToHedTool, ImageToLineTool, ImageToNormalTool,
-                                                 ImageToScribbleTool)
+from chatgpt_tool_hub.experts.annotators import (
+    ImageToCannyTool,
+    ImageToHedTool,
+    ImageToLineTool,
+    ImageToNormalTool,
+    ImageToScribbleTool,
+)
 from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 np = pytest.importorskip("numpy")

@@ -8,8 +8,7 @@ import re
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.experts.annotators_pose import (OPENPOSE_COLORS, ImageToPoseTool, draw_openpose,
-                                                      openpose_points)
+from chatgpt_tool_hub.experts.annotators_pose import OPENPOSE_COLORS, ImageToPoseTool, draw_openpose, openpose_points
 from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 np = pytest.importorskip("numpy")

@@ -11,8 +11,9 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.experts.audio import SpeechRecognitionTool, TextToSpeechTool, resample, wav_seconds
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.tiny import CHARS
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
+
 from expert_helpers import wav_bytes
 
 np = pytest.importorskip("numpy")

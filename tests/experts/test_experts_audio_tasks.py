@@ -11,10 +11,11 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.experts.audio_tasks import AudioClassificationTool, AudioToAudioTool
-from chatgpt_tool_hub.runtime.filenames import ingest_audio, read_wav
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.tiny import BUILDERS
 from chatgpt_tool_hub.experts.tiny.audio import SOUND_LABELS
+from chatgpt_tool_hub.runtime.filenames import ingest_audio, read_wav
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
+
 from expert_helpers import wav_bytes
 
 np = pytest.importorskip("numpy")

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from chatgpt_tool_hub.errors import ConfigError, ToolExecutionError, ToolInputError, UserError
-from chatgpt_tool_hub.runtime.models import loading, progress
 from chatgpt_tool_hub.experts.base import ExpertTool, open_image
+from chatgpt_tool_hub.runtime.models import loading, progress
 from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 

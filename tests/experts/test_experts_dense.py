@@ -8,8 +8,9 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.experts.dense import DepthEstimationTool, ImageSegmentationTool
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.tiny import LABELS
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
+
 from expert_helpers import png_base64
 
 pytest.importorskip("torch")

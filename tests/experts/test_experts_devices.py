@@ -6,8 +6,14 @@ import pytest
 
 from chatgpt_tool_hub.errors import ConfigError
 from chatgpt_tool_hub.runtime.models import devices
-from chatgpt_tool_hub.runtime.models.devices import (DevicePlan, normalize_device, parse_load_spec, pick_dtype,
-                                              plan_device, tool_key)
+from chatgpt_tool_hub.runtime.models.devices import (
+    DevicePlan,
+    normalize_device,
+    parse_load_spec,
+    pick_dtype,
+    plan_device,
+    tool_key,
+)
 
 
 def test_tool_key():

@@ -10,9 +10,9 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolInputError
 from chatgpt_tool_hub.experts import EXPERT_TOOLS, register_expert_tools
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.tables.diffusion import TOOLS
 from chatgpt_tool_hub.experts.tiny.diffusion import CONTROLNET_TOOLS
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

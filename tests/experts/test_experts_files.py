@@ -129,8 +129,8 @@ def test_expert_tools_refuse_image_bombs_and_non_image_formats(tmp_path):
     from PIL import Image
 
     from chatgpt_tool_hub.errors import ToolInputError
-    from chatgpt_tool_hub.runtime import filenames as files
     from chatgpt_tool_hub.experts.base import open_image
+    from chatgpt_tool_hub.runtime import filenames as files
 
     big = tmp_path / "bomb.png"
     side = int(files.MAX_INPUT_PIXELS ** 0.5) + 10

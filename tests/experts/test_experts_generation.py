@@ -11,6 +11,7 @@ import pytest
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError, UserError
 from chatgpt_tool_hub.experts.generation import TextToImageTool
 from chatgpt_tool_hub.runtime.models.manager import ModelManager
+
 from expert_helpers import png_base64
 
 pytest.importorskip("torch")

@@ -13,11 +13,16 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.experts.languages import LANGUAGES, find_language, guess_language
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
-from chatgpt_tool_hub.experts.nlp import (Seq2SeqModel, SummarizationTool, Text2TextGenerationTool, TranslationTool,
-                                          opus_pair)
+from chatgpt_tool_hub.experts.nlp import (
+    Seq2SeqModel,
+    SummarizationTool,
+    Text2TextGenerationTool,
+    TranslationTool,
+    opus_pair,
+)
 from chatgpt_tool_hub.experts.textio import count_tokens, split_chunks, text_argument
 from chatgpt_tool_hub.experts.tiny import BUILDERS
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 SUMMARY = re.compile(r'Summary of the text \((\d+) words\): "(.+)"(\n.*)?', re.S)
 TRANSLATION = re.compile(r'Translation from (\w+) into (\w+): "(.+?)"(\n.*)?', re.S)

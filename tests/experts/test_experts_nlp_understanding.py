@@ -9,13 +9,17 @@ import shutil
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.qa import QuestionAnsweringTool
 from chatgpt_tool_hub.experts.similarity import SentenceSimilarityTool, packaged_minilm, read_pooling
-from chatgpt_tool_hub.experts.text import (TextClassificationTool, TokenClassificationTool,
-                                           ZeroShotClassificationTool, split_labels)
+from chatgpt_tool_hub.experts.text import (
+    TextClassificationTool,
+    TokenClassificationTool,
+    ZeroShotClassificationTool,
+    split_labels,
+)
 from chatgpt_tool_hub.experts.tiny import BUILDERS
 from chatgpt_tool_hub.experts.tiny.text import NER_LABELS
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 ANSWER = re.compile(r"Answer to '(.+?)': \"(.+?)\" \(score (\d\.\d\d)\)(\n.*)?", re.S)
 CONTEXT = "my name is sarah and i live in berlin."

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.remote import RemoteBlob, RemoteEndpoint
 from chatgpt_tool_hub.experts.vision import ImageCaptioningTool, ImageClassificationTool, ObjectDetectionTool
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 TOKEN = "hf_secret_token_123"
 

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from chatgpt_tool_hub.errors import ToolInputError
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.text import TextClassificationTool
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.video import VideoClassificationTool
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.runtime.video_io import write_video
 
 pytest.importorskip("torch")

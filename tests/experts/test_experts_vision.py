@@ -11,9 +11,9 @@ import pytest
 
 from chatgpt_tool_hub.errors import ToolExecutionError, ToolInputError
 from chatgpt_tool_hub.experts import EXPERT_DESCRIPTIONS, EXPERT_TOOLS, register_expert_tools
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.tiny import LABELS, VOCAB
 from chatgpt_tool_hub.experts.vision import ImageCaptioningTool, ImageClassificationTool, ObjectDetectionTool
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

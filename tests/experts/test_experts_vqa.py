@@ -9,9 +9,9 @@ import re
 import pytest
 
 from chatgpt_tool_hub.errors import ToolInputError
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.experts.tiny import VOCAB
 from chatgpt_tool_hub.experts.vqa import VisualQuestionAnsweringTool, VqaModel
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

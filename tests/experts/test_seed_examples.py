@@ -82,7 +82,7 @@ def visual_chatgpt(settings, workspace: Path, tools: list[str], script: list, qu
 def chain_of(result, ops: list[str], org: str) -> list[str]:
     """The output of each step, checked to be ``{uuid}_{op}_{prev}_{org}.png`` of the step before."""
     names, prev = [], org
-    for step, op in zip(result.steps, ops):
+    for step, op in zip(result.steps, ops, strict=False):
         match = re.search(rf"image/({U})_{op}_{prev}_{org}\.png", step.observation)
         assert match, (op, prev, step.observation)
         names.append(match.group(0))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from chatgpt_tool_hub.tools import Tool
+
 from planner_helpers import Recorder, make_tools
 
 

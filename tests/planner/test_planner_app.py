@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from chatgpt_tool_hub.apps import PlannerApp
 from chatgpt_tool_hub.errors import ConfigError, UserError
 from chatgpt_tool_hub.events import ActionEvent, AnswerEvent, ErrorEvent, ObservationEvent, ThoughtEvent, TokenEvent
-from chatgpt_tool_hub.apps import PlannerApp
 from chatgpt_tool_hub.planner import PlanError, PlanResult
 from chatgpt_tool_hub.planner.events import PlanEvent, TaskEndEvent, TaskStartEvent
 from chatgpt_tool_hub.testing import ScriptedLLM
+
 from planner_helpers import SleepTool, WorkspaceDetector, plan, task
 
 DRAW_AND_CAPTION = plan(task(0, "text-to-image", {"text": "a red fox"}),

@@ -12,11 +12,12 @@ import asyncio
 import threading
 
 import pytest
-from planner_helpers import ExpertTool, plan, task
 
 from chatgpt_tool_hub.apps import AppFactory, PlannerApp
 from chatgpt_tool_hub.planner.catalog import Catalog
 from chatgpt_tool_hub.testing import ScriptedLLM
+
+from planner_helpers import ExpertTool, plan, task
 
 DEADLINE = 30.0
 CATALOG = Catalog([

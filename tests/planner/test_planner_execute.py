@@ -11,6 +11,7 @@ from chatgpt_tool_hub.planner.binding import UnresolvedPlaceholder, substitute
 from chatgpt_tool_hub.planner.events import TaskEndEvent, TaskStartEvent
 from chatgpt_tool_hub.planner.execute import DagRun
 from chatgpt_tool_hub.planner.plan import Task, validate_plan
+
 from planner_helpers import Recorder, SleepTool, WorkspaceDetector, task
 
 

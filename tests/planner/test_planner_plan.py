@@ -8,6 +8,7 @@ import pytest
 
 from chatgpt_tool_hub.errors import ModelFeedbackError, RunError, UserError
 from chatgpt_tool_hub.planner.plan import PlanError, PlanFeedback, parse_plan, validate_plan
+
 from planner_helpers import plan, task
 
 GOOD = [task(0, "text-to-image", {"text": "a cat"}), task(1, "image-captioning", {"image": "<resource>-0"}, [0])]

@@ -10,6 +10,7 @@ import pytest
 
 from chatgpt_tool_hub.planner.execute import DagRun, remaining_paths
 from chatgpt_tool_hub.planner.plan import Task
+
 from planner_helpers import SleepTool
 
 

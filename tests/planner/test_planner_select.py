@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from chatgpt_tool_hub.errors import ConfigError, UserError
 from chatgpt_tool_hub.apps import PlannerApp
+from chatgpt_tool_hub.errors import ConfigError, UserError
 from chatgpt_tool_hub.planner.catalog import Catalog, load_catalog
 from chatgpt_tool_hub.planner.embedding import embedding_model_path
 from chatgpt_tool_hub.planner.events import SelectionEvent
@@ -15,6 +15,7 @@ from chatgpt_tool_hub.planner.plan import Task
 from chatgpt_tool_hub.planner.prompts import planner_prompts
 from chatgpt_tool_hub.planner.select import ModelSelector
 from chatgpt_tool_hub.testing import ScriptedLLM
+
 from planner_helpers import ExpertTool, plan, task
 
 CATALOG = Catalog([

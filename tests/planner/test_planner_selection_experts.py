@@ -7,14 +7,15 @@ import json
 
 import pytest
 
-from chatgpt_tool_hub.experts import EXPERT_TOOLS
-from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.apps import PlannerApp
+from chatgpt_tool_hub.experts import EXPERT_TOOLS
 from chatgpt_tool_hub.planner import Catalog
 from chatgpt_tool_hub.planner.catalog import load_catalog
 from chatgpt_tool_hub.planner.events import TaskStartEvent
+from chatgpt_tool_hub.runtime.models.manager import ModelManager
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools.tool_register import main_tool_register
+
 from planner_helpers import plan, task
 
 

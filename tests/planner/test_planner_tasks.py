@@ -19,6 +19,7 @@ from chatgpt_tool_hub.planner.plan import PlanError, resolve_tool, validate_plan
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import Tool, tool
 from chatgpt_tool_hub.tools.base import ToolContext, ToolResult
+
 from planner_helpers import plan, task
 
 # the contract's tool names, and the names a plan may use for them (the brief's table)

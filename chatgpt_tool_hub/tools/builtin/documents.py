@@ -2,9 +2,10 @@
 
 A document is a file in the workspace (opened link-safely, like the file
 tools: no path outside the workspace, never the app's ``config.json`` or
-``.env``) or an http(s) URL, fetched through the ``url-get`` tool's guarded
-fetch (the same SSRF guard, redirect checks, ``url_get_allow_private`` and
-deadline), at most ``<tool>_max_bytes`` either way. It is parsed by
+``.env``) or an http(s) URL, fetched by :func:`chatgpt_tool_hub.runtime.webpage.fetch_page`,
+the guarded fetch ``url-get`` runs too (the same SSRF guard, redirect checks,
+``url_get_allow_private``, ``url_get_timeout`` and deadline), at most
+``<tool>_max_bytes`` either way. It is parsed by
 :mod:`.documents_formats` into pages (PDF) or sections (the headings of DOCX,
 HTML and Markdown; blocks of 60 lines of text), each with the reference a
 citation uses.
@@ -27,6 +28,7 @@ citation uses.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -39,7 +41,6 @@ from ...errors import ConfigError, ModelFeedbackError, ToolExecutionError, ToolI
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext, ToolResult
 from ..context import pure_context
 from .documents_formats import Document, Section, parse_document
-from .url_get import UrlGetTool
 
 __all__ = ["ReadDocumentTool", "DocumentQATool", "DocumentTool"]
 
@@ -49,22 +50,6 @@ _OUTLINE_ENTRIES = 40
 INDEX_FOLDER = ".tool-hub/document-index"  # document-qa's chunk vectors, by document content and chunking
 _SOURCE = {"type": "string", "description": "a document file in the workspace (PDF, DOCX, HTML, Markdown, text), "
                                             "or an http(s) URL"}
-
-
-class _Fetcher(UrlGetTool):
-    """url-get's guarded fetch, reading the body of any content type (a PDF, a DOCX) up to ``max_bytes``."""
-
-    def _read(self, response: Any, checked: Any, session: Any) -> Any:
-        from ...textutil import content_type
-        from .url_get import Page
-
-        ctype, charset = content_type(response.headers.get("Content-Type", ""))
-        page = Page(response.url or checked.url, response.status_code, response.reason or "", ctype, charset)
-        try:
-            self._stream_body(response, page, checked.host, session)
-        finally:
-            response.close()
-        return page
 
 
 class DocumentTool(Tool):
@@ -153,12 +138,12 @@ class DocumentTool(Tool):
 
     def _fetch(self, url: str) -> tuple[bytes, str, str]:
         from ...runtime.netguard import BlockedURLError, HostResolutionError
-        from .url_get import FetchError
+        from ...runtime.webpage import FetchError, FetchLimits, fetch_page
 
-        fetcher = _Fetcher.from_context(self.app) if self.app is not None else _Fetcher()
-        fetcher.max_bytes = self.max_bytes
-        try:
-            page = fetcher.fetch(url)
+        app = self.app
+        limits = FetchLimits() if app is None else FetchLimits.from_settings(app.settings, app.http.proxy)
+        try:  # url-get's fetch and settings, this tool's size limit, the body of any content type
+            page = fetch_page(url, dataclasses.replace(limits, max_bytes=self.max_bytes), any_type=True)
         except (BlockedURLError, HostResolutionError, FetchError) as exc:
             raise ToolExecutionError(f"could not fetch {url}: {exc}") from None
         if page.status >= 400:

@@ -240,7 +240,7 @@ def _docx(data: bytes, name: str) -> Document:
 
 
 def _html(html: str, name: str) -> Document:
-    from .url_get import html_to_text
+    from ...runtime.webpage import html_to_text
 
     title, body = "", html
     try:
@@ -288,7 +288,7 @@ def _drop_boilerplate(html: str) -> str:
 
 
 def _title_of(html: str) -> str:
-    from .url_get import html_to_text
+    from ...runtime.webpage import html_to_text
 
     return html_to_text(html[:200_000])[0]
 

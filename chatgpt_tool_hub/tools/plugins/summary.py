@@ -1,7 +1,8 @@
 """``summary``: summarise long text, a workspace file or a web page with the LLM (map-reduce).
 
-The input is a text, a file in the workspace or an http(s) URL (fetched by the
-app's ``url-get`` tool). The summary is :func:`chatgpt_tool_hub.llm.summarize.summarize`'s
+The input is a text, a file in the workspace or an http(s) URL, read by
+:func:`chatgpt_tool_hub.runtime.webpage.read_page` with the app's ``url_get_*``
+settings (the guarded fetch and the text ``url-get`` returns). The summary is :func:`chatgpt_tool_hub.llm.summarize.summarize`'s
 map-reduce: segments of at most ``summary_max_segment_length`` tokens (on
 paragraph, line, sentence and word boundaries) are summarised ("map"), then the
 partial summaries are combined ("reduce"); text that fits in one segment takes
@@ -15,9 +16,11 @@ import os
 import re
 from typing import Any
 
-from ...errors import ConfigError, ModelFeedbackError, ToolExecutionError, ToolInputError
+from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ...llm.build import NO_LLM_HELP
 from ...llm.summarize import COMBINE_PROMPT, MAP_PROMPT, SINGLE_PROMPT, SYSTEM_PROMPT, split_text, summarize
+from ...runtime.netguard import BlockedURLError, HostResolutionError
+from ...runtime.webpage import FetchError, FetchLimits, read_page
 from ..base import Tool, ToolContext
 from ..context import AppContext, pure_context
 
@@ -48,7 +51,7 @@ class SummaryTool(Tool):
         self.parallel = max(1, int(parallel))
         self.max_file_bytes = max(1000, int(max_file_bytes))
         self.workspace_dir = workspace_dir
-        self.app = app  # builds the url-get tool and, outside an engine, the LLM
+        self.app = app  # the url_get_* settings of a fetch and, outside an engine, the LLM
         self._llm = llm
 
     @classmethod
@@ -157,18 +160,19 @@ class SummaryTool(Tool):
         return data.decode("utf-8-sig", errors="replace")
 
     def _fetch_url(self, url: str) -> str:
-        try:  # the app's own url-get (its registry, its settings), built at call time
-            getter = (self.app or pure_context({})).build_tool("url-get")
-            getter.use_summary = False  # url-get must not call summary back
-        except Exception as exc:
-            raise ToolExecutionError(f"could not fetch {url}: the url-get tool is unavailable "
-                                     f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        """The readable text of the page at ``url``, as ``url-get`` shows it, with the app's ``url_get_*``
+        settings (read at call time); a refusal, a network failure, an HTTP error or binary content raises."""
+        context = self.app or pure_context({})
+        settings = context.settings
         try:
-            content = getter.run(url)
-        except ModelFeedbackError:
-            raise
-        except Exception as exc:
+            limits = FetchLimits.from_settings(settings, context.http.proxy)
+            max_chars = int(settings.get("url_get_max_chars", 8000))
+            if max_chars <= 0:
+                raise ConfigError("setting 'url_get_max_chars' must be > 0", key="url_get_max_chars")
+            content = read_page(url, limits, links=bool(settings.get("url_get_include_links", False)),
+                                max_chars=max_chars)
+        except (BlockedURLError, HostResolutionError, FetchError, ConfigError) as exc:
+            raise ToolExecutionError(f"could not fetch {url}: {exc}") from None
+        except Exception as exc:  # never a traceback in an observation
             raise ToolExecutionError(f"could not fetch {url}: {type(exc).__name__}: {str(exc)[:200]}") from None
-        if not content or not str(content).strip():
-            raise ToolExecutionError(f"url-get returned no text for {url}")
-        return str(content)
+        return content
