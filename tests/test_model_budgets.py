@@ -120,6 +120,7 @@ def offline(monkeypatch):
 
 @needs_minilm
 def test_the_planners_embedding_model_counts_in_the_apps_budget_and_close_frees_it(offline):
+    process_wide = default_manager().stats()  # other tests may have loaded models there: it must not change
     app = AppFactory().create_app(app_type="planner", tools_list=[SpeechToText()], llm=ScriptedLLM([PLAN, "done"]),
                                   no_default=True, planner_model_selection="embedding", planner_catalog=CATALOG,
                                   expert_memory_budget_mb=100)
@@ -129,7 +130,8 @@ def test_the_planners_embedding_model_counts_in_the_apps_budget_and_close_frees_
     embedder = app.selector.embedder()
     assert embedder.manager is models and models.is_loaded(embedder.model_key)
     assert models.stats()["resident_mb"] > 50  # all-MiniLM-L6-v2 in float32: ~87 MB of the app's 100
-    assert not default_manager().is_loaded(embedder.model_key)
+    assert {k: default_manager().stats()[k] for k in ("loads", "hits", "resident")} == \
+        {k: process_wide[k] for k in ("loads", "hits", "resident")}  # the planner never used the process-wide one
     models.get("another model", lambda: "weights", size_mb=30)  # 87 + 30 > 100: the LRU model goes
     assert not models.is_loaded(embedder.model_key) and models.is_loaded("another model")
     embedder.similarities("dictation", ["clinical notes"])  # loads it again, evicting the other

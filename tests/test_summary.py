@@ -178,7 +178,8 @@ def test_url_failures_become_observations_and_are_not_summarised(tmp_path, servi
     service_server.route("/photo.png", b"\x89PNG\r\n\x1a\n" + bytes(64), content_type="image/png")
     llm = ScriptedLLM([])
     tool = make(tmp_path, url_get_allow_private=True)
-    with pytest.raises(ToolExecutionError, match=r"^could not fetch http://127\.0\.0\.1:\d+/missing: HTTP 404 Not Found$"):
+    with pytest.raises(ToolExecutionError, match=r"^could not fetch http://127\.0\.0\.1:\d+/missing: HTTP 404 Not "
+                                                 r"Found$"):
         tool.run(service_server.url + "/missing", context=ToolContext(llm=llm))
     with pytest.raises(ToolExecutionError, match=r"/photo\.png: it is binary content \(image/png\), not a text page$"):
         tool.run(service_server.url + "/photo.png", context=ToolContext(llm=llm))

@@ -2,11 +2,11 @@
 
 The input is a text, a file in the workspace or an http(s) URL, read by
 :func:`chatgpt_tool_hub.runtime.webpage.read_page` with the app's ``url_get_*``
-settings (the guarded fetch and the text ``url-get`` returns). The summary is :func:`chatgpt_tool_hub.llm.summarize.summarize`'s
-map-reduce: segments of at most ``summary_max_segment_length`` tokens (on
-paragraph, line, sentence and word boundaries) are summarised ("map"), then the
-partial summaries are combined ("reduce"); text that fits in one segment takes
-one LLM call. The LLM is the calling engine's (``context.llm``); in pure mode
+settings (the guarded fetch and the text ``url-get`` returns). The summary is
+:func:`chatgpt_tool_hub.llm.summarize.summarize`'s map-reduce: segments of at
+most ``summary_max_segment_length`` tokens (on paragraph, line, sentence and
+word boundaries) are summarised ("map"), then the partial summaries are
+combined ("reduce"); text that fits in one segment takes one LLM call. The LLM is the calling engine's (``context.llm``); in pure mode
 the tool builds one from its own settings.
 """
 
