@@ -60,7 +60,7 @@ from typing import Any, ClassVar, Mapping
 from ..errors import ConfigError, ModelFeedbackError, ToolExecutionError, ToolInputError, UserError
 from ..loadlock import CALL_GATE
 from ..runtime import filenames as files
-from ..runtime.models.devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool_key
+from ..runtime.models.devices import DevicePlan, Placed, normalize_device, plan_device, tool_key
 from ..runtime.models.manager import ModelManager, default_manager, manager_of
 from ..tools.base import Tool
 from .remote import RemoteEndpoint
@@ -72,7 +72,7 @@ LONG_TEXT_CHARS = 4000  # a text input longer than this is named when a call fai
 SMALL_IMAGE_PX = 8      # an image with a side shorter than this is named when a call fails
 
 
-class ExpertTool(Tool):
+class ExpertTool(Placed, Tool):
     """Base class of the expert-model tools; see the module docstring for how to add one."""
 
     task: ClassVar[str] = ""
@@ -235,17 +235,6 @@ class ExpertTool(Tool):
         return None
 
     # ---- the model -----------------------------------------------------------------
-
-    @property
-    def device(self) -> str:
-        """The concrete device (resolving the default imports torch)."""
-        if self._device is None:
-            self._device = self.device_plan.resolve()
-        return self._device
-
-    @property
-    def dtype(self) -> str:
-        return pick_dtype(self.device, self.device_plan.half_precision and self.half_precision)
 
     @property
     def model_key(self) -> tuple[str, str, str, str]:

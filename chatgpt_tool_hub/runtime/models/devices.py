@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from ...config import get_typed
 from ...errors import ConfigError
 
-__all__ = ["DevicePlan", "plan_device", "parse_load_spec", "normalize_device", "tool_key",
+__all__ = ["DevicePlan", "Placed", "plan_device", "parse_load_spec", "normalize_device", "tool_key",
            "default_device", "pick_dtype"]
 
 _DEVICE = re.compile(r"^(cpu|mps|cuda|xpu|npu|hpu)(:\d+)?$")
@@ -98,6 +98,25 @@ class DevicePlan:
     def resolve(self) -> str:
         """The concrete device; imports torch only when no setting chose one."""
         return self.device or default_device()
+
+
+class Placed:
+    """The concrete device and dtype of something placed by a :class:`DevicePlan` (an expert tool, the
+    embedder): the device is resolved once, on first use (resolving the default imports torch)."""
+
+    device_plan: DevicePlan
+    _device: str | None = None
+    half_precision: ClassVar[bool] = True  # False where the model breaks in float16
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            self._device = self.device_plan.resolve()
+        return self._device
+
+    @property
+    def dtype(self) -> str:
+        return pick_dtype(self.device, self.device_plan.half_precision and self.half_precision)
 
 
 def plan_device(tool_name: str, kwargs: Mapping[str, Any], *, half_precision: bool = True) -> DevicePlan:

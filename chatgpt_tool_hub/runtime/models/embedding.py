@@ -37,7 +37,7 @@ from typing import Any, Mapping, Sequence
 
 from ...errors import ToolExecutionError
 from ...loadlock import CALL_GATE
-from .devices import DevicePlan, normalize_device, pick_dtype, plan_device, tool_key
+from .devices import DevicePlan, Placed, normalize_device, plan_device, tool_key
 from .loading import checkpoint_mb, load_with, token_limit
 from .manager import ModelManager
 
@@ -153,7 +153,7 @@ def load_encoder(source: str, *, device: str, dtype: str, tool: str = TASK, sett
                      device_setting=device_setting, token=token, task=TASK)
 
 
-class Embedder:
+class Embedder(Placed):
     """A sentence encoder loaded on first use through a :class:`ModelManager` (see the module docstring).
 
     ``model``: a hub id or a folder (default: all-MiniLM-L6-v2, from the
@@ -201,17 +201,6 @@ class Embedder:
     def source(self) -> str:
         """Where the model loads from (the packaged folder for the default model)."""
         return encoder_source(self.model, self.model_configured)
-
-    @property
-    def device(self) -> str:
-        """The concrete device (resolving the default imports torch)."""
-        if self._device is None:
-            self._device = self.device_plan.resolve()
-        return self._device
-
-    @property
-    def dtype(self) -> str:
-        return pick_dtype(self.device, self.device_plan.half_precision)
 
     @property
     def device_setting(self) -> str:
