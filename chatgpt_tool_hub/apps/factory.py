@@ -237,7 +237,7 @@ class AppFactory:
     def _build_tools(self, context: AppContext, tools_list: Sequence[str | Tool] | str | Tool | None,
                      config: ResolvedConfig, owned: list[Tool] | None = None) -> list[Tool]:
         """The app's tools; those built here for this app alone are appended to ``owned``."""
-        registry = context.registry
+        registry = context.registry or self.registry  # build_context always gives the app's copy
         owned = [] if owned is None else owned
         if isinstance(tools_list, str):  # "python" or "python, url-get": never a list of characters
             tools_list = [name.strip() for name in tools_list.split(",") if name.strip()]

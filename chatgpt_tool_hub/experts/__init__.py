@@ -9,7 +9,7 @@ of them is a default tool.
 
 * ``experts.base.ExpertTool`` — the base class (its docstring says how to add a tool)
 * ``runtime.models.manager.ModelManager`` / ``default_manager()`` — lazy loads, warm models, LRU budget
-* ``experts.devices`` — ``<tool>_device``, ``expert_load``, ``expert_device`` and dtype
+* ``runtime.models.devices`` — ``<tool>_device``, ``expert_load``, ``expert_device`` and dtype
 * ``runtime.filenames`` — Visual ChatGPT file names inside the workspace
 * ``experts.remote`` — Hugging Face inference API endpoints
 * ``experts.tiny`` — tiny random models of every tool (``BUILDERS[name]``), for tests and benchmarks

@@ -34,7 +34,7 @@ How to add an expert tool
 
 Settings each tool reads (``<tool>`` = name with ``-`` → ``_``): ``<tool>_model``
 (hub id or local folder), ``<tool>_device`` / ``expert_load`` / ``expert_device``
-(see ``experts.devices``), ``<tool>_endpoint`` + ``hf_token`` (remote),
+(see ``runtime.models.devices``), ``<tool>_endpoint`` + ``hf_token`` (remote),
 ``expert_memory_budget_mb``, ``workspace_dir``. Nothing is loaded when the
 tool is built: the model is loaded through the ``ModelManager`` on first call.
 ``tool.with_model(model_id)`` is a copy of the tool for another hub id or folder

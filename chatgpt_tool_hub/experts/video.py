@@ -1,6 +1,6 @@
 """Video classification: what happens in a video clip (Kinetics-400 actions with the default VideoMAE).
 
-Frames are read with ``experts.video_io.read_frames`` (GIF without PyAV; MP4,
+Frames are read with ``runtime.video_io.read_frames`` (GIF without PyAV; MP4,
 WebM, AVI, MOV, MKV with the ``video`` extra), sampled evenly over the whole clip
 to the number of frames the model takes (``num_frames`` of its config, 16 for
 VideoMAE; a shorter clip repeats frames), and run through the model class with

@@ -19,12 +19,16 @@ import os
 from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..config import SETTINGS, Settings, config_sources, get_typed, is_unset, secret_values
 from ..errors import ConfigError
 from ..redact import NO_REDACTION, Redactor
 from ..runtime.http import DEFAULT_TIMEOUT, HttpSettings
+
+if TYPE_CHECKING:
+    from ..runtime.models.manager import ModelManager
+    from .registry import ToolRegistry
 
 __all__ = ["AppContext", "HttpSettings", "pure_context", "DEFAULT_TIMEOUT"]
 
@@ -36,8 +40,8 @@ class AppContext:
     """What an app hands the factories of its tools (see the module docstring)."""
 
     settings: Settings = field(default_factory=Settings)
-    registry: Any = None            # tools.registry.ToolRegistry: the app's copy
-    models: Any = None              # experts.manager.ModelManager of the app; None: the process-wide one
+    registry: ToolRegistry | None = None  # the app's copy
+    models: ModelManager | None = None    # the app's; None: a tool built alone (pure mode) picks a shared one
     redactor: Redactor = NO_REDACTION
     workspace: Path = field(default_factory=lambda: Path("./workspace").resolve())
     config_sources: tuple[str, ...] = ()  # the app's config.json and .env (absolute; they may not exist)

@@ -2,7 +2,7 @@
 
 Downloads are shown by huggingface_hub's own tqdm bars, which stay enabled:
 ``loading`` is used around loads from disk or cache; a download runs without
-the spinner so the bars are not overdrawn (see ``experts.loading``).
+the spinner so the bars are not overdrawn (see ``runtime.models.loading``).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@
 ``image-grid`` work on images; ``video-frames`` extracts frames of a video as
 PNG images and ``frames-to-video`` assembles images into a GIF or an MP4.
 Inputs are workspace-relative paths from earlier observations (resolved with
-``experts.files.resolve_input``: no path outside the workspace, no symlink or
+``runtime.filenames.resolve_input``: no path outside the workspace, no symlink or
 hard link out); outputs follow Visual ChatGPT's naming
-(``image/{uuid8}_{op}_{prev}_{org}.png``, see ``experts.files``), and each
+(``image/{uuid8}_{op}_{prev}_{org}.png``, see ``runtime.filenames``), and each
 observation is a ``ToolResult`` whose ``value`` is the new file's name (a
 planner hands it on). Every image read is checked against
 ``MAX_INPUT_PIXELS`` before it is decoded, and every image made is bounded by

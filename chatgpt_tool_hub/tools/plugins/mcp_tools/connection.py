@@ -1,7 +1,7 @@
 """One MCP client session per server, kept open on a background event-loop thread.
 
 The engine is synchronous, so each connection runs its ``ClientSession`` on a
-dedicated :class:`.._async_bridge.LoopThread` and keeps it open while the tools
+dedicated :class:`~chatgpt_tool_hub.runtime.bridge.LoopThread` and keeps it open while the tools
 live. What happens when the server goes away:
 
 * **Session lost** (HTTP 404 on a request carrying ``Mcp-Session-Id``, e.g. a
