@@ -194,6 +194,7 @@ async def cancellable(source: AsyncIterator[T], cancel: CancelSignal | None) -> 
             if item is _END:
                 return
             if isinstance(item, _Raised):
+                cancel.check()  # cancelled meanwhile: the cancel wins over an error it may have caused
                 raise item.error
             yield item
     finally:
