@@ -6,6 +6,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -98,23 +99,16 @@ def all_modules():
         yield path, str(path.relative_to(PACKAGE)).replace(".py", "")
 
 
-def imports_of(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            names = [f"{module}.{a.name}" for a in node.names]
-            found.extend([module] + names)
-        elif isinstance(node, ast.Import):
-            found.extend(a.name for a in node.names)
-    return [m for m in found if m.startswith("chatgpt_tool_hub")]
+def imports(only: str = "") -> Iterator[tuple[str, str, str]]:
+    """``(importer, imported module, name)`` for every project import of the package's modules
+    (those whose path starts with ``only``); the imported module is resolved to its file (``from pkg
+    import submodule`` reaches the submodule), imports of nothing in the package are left out."""
+    for path, rel in all_modules():
+        if rel.startswith(only):
+            for module, name in imported_names(path):
+                target = target_of(module, name)
+                if target is not None:
+                    yield rel, target, name
 
 
 def resolve(module: str) -> str | None:
@@ -129,56 +123,40 @@ def test_imports_only_point_down():
     problems = []
     for path, rel in all_modules():
         mine = layer_of(rel)
-        for module in imports_of(path):
-            target = resolve(module)
-            if target is None:
-                continue
-            theirs = layer_of(target)
-            if theirs > mine:
-                problems.append(f"{rel} (L{mine}) imports {target} (L{theirs})")
+        for module, name in imported_names(path):
+            # both the package that is imported from and the submodule named (its __init__ runs too)
+            for target in {resolve(module), target_of(module, name)} - {None}:
+                theirs = layer_of(target)
+                if theirs > mine:
+                    problems.append(f"{rel} (L{mine}) imports {target} (L{theirs})")
     assert problems == []
 
 
 def test_l3_packages_never_import_each_other():
     """Tools, plugins, subtrees and experts share code only through lower layers (``runtime``, ``llm`` ...)."""
-    problems = []
-    for path, rel in all_modules():
-        mine = package_of(rel)
-        if mine not in L3_PACKAGES:
-            continue
-        for module, name in imported_names(path):
-            target = target_of(module, name)
-            if target is not None and package_of(target) in L3_PACKAGES and package_of(target) != mine:
-                problems.append(f"{rel} imports {target}")
+    problems = [f"{rel} imports {target}" for rel, target, _ in imports()
+                if package_of(rel) in L3_PACKAGES and package_of(target) in L3_PACKAGES
+                and package_of(target) != package_of(rel)]
     assert problems == []
 
 
 def test_no_private_module_or_name_crosses_a_package():
     """``_private`` modules and names are their package's own: another package imports public names."""
     problems = []
-    for path, rel in all_modules():
-        mine = package_of(rel)
-        for module, name in imported_names(path):
-            target = target_of(module, name)
-            if target is None or package_of(target) == mine:
-                continue
-            private_module = any(part.startswith("_") and part != "__init__" for part in target.split("/"))
-            private_name = name.startswith("_") and not name.startswith("__")
-            if private_module or private_name:
-                problems.append(f"{rel} imports {target}:{name}")
+    for rel, target, name in imports():
+        if package_of(target) == package_of(rel):
+            continue
+        private_module = any(part.startswith("_") and part != "__init__" for part in target.split("/"))
+        private_name = name.startswith("_") and not name.startswith("__")
+        if private_module or private_name:
+            problems.append(f"{rel} imports {target}:{name}")
     assert problems == []
 
 
 def test_runtime_imports_only_the_ground_floor():
     """The safety kernel sits below every user of it: errors, config, textutil ... and itself."""
-    problems = []
-    for path, rel in all_modules():
-        if not rel.startswith("runtime/"):
-            continue
-        for module, name in imported_names(path):
-            target = target_of(module, name)
-            if target is not None and not target.startswith("runtime") and target.split("/")[0] not in GROUND:
-                problems.append(f"{rel} imports {target}")
+    problems = [f"{rel} imports {target}" for rel, target, _ in imports("runtime/")
+                if not target.startswith("runtime") and target.split("/")[0] not in GROUND]
     assert problems == []
 
 
