@@ -301,7 +301,9 @@ def bench_serve(args) -> None:
     workspace = tempfile.mkdtemp()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LLM_API_BASE_URL": llm_base,
            "MODEL_NAME": "scripted", "NO_DEFAULT": "true", "MAX_RETRIES": "0",
-           "SERVE_MAX_CONCURRENT_RUNS": str(max(args.clients, 64)), "SERVE_WORKSPACE_ROOT": workspace}
+           "SERVE_MAX_CONCURRENT_RUNS": str(max(args.clients, 64)), "SERVE_WORKSPACE_ROOT": workspace,
+           # one key (the clients' "x"): one tenant, no per-key caps; the clients' 1000 users all stay built
+           "SERVE_API_KEYS": "x", "SERVE_MAX_USERS": "1000"}
     server = subprocess.Popen([sys.executable, "-c", "from chatgpt_tool_hub.server.cli import main; main()",
                                "--port", str(port)], env=env, cwd=workspace,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

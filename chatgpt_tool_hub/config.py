@@ -71,6 +71,12 @@ SETTINGS: dict[str, Setting] = {
         Setting("prompt_language", str, "auto", "'en', 'zh' or 'auto' (by the question's script)"),
         Setting("tool_calling", str, "text", "'text' (Thought/Action/Action Input protocol) or 'native' "
                 "(the API's tool calls)"),
+        Setting("untrusted_egress", str, "ask", "after a run read untrusted content (web pages, search results, "
+                "remote tools), a call that can send data out: 'ask' (the approver, told where the content came "
+                "from; refused without one), 'allow' or 'deny'"),
+        Setting("untrusted_egress_code", bool, False, "code tools (python, terminal, tool-maker) count as such "
+                "calls too: their code can open sockets, but an upload or a page followed by python is the common "
+                "case"),
         Setting("expert_device", str, None, "device of every expert model unless <tool>_device says otherwise"),
         Setting("expert_load", str, None, "TaskMatrix-style placement, e.g. image-captioning_cuda:0,object-detection_cpu"),
         Setting("expert_memory_budget_mb", int, 0, "evict least-recently-used expert models past this (0: no limit)"),
@@ -95,7 +101,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("mcp_call_timeout", float, 60.0, "MCP servers: seconds per tool call, resource read or prompt"),
         # sessions, the async path and the server (tool-hub serve)
         Setting("max_sessions", int, 1000, "sessions an app keeps (memory, python workers), least recently used "
-                "out first (0: no limit); the server keeps this many users' apps"),
+                "out first (0: no limit); the server keeps at most this many users' apps (and serve_max_users)"),
         Setting("schedules_resume", bool, True, "an app built on a workspace that holds schedules starts them "
                 "(false: they stay in the file; tool-hub serve builds its users' apps so, as a user's code could "
                 "write that file)"),
@@ -119,6 +125,47 @@ SETTINGS: dict[str, Setting] = {
                 "flight"),
         Setting("serve_web", str, "auto", "tool-hub serve: the web page at /: auto (when Gradio is installed), "
                 "true (required) or false"),
+        Setting("serve_max_image_pixels", int, 100_000_000, "tool-hub serve: pixels the images of one chat "
+                "request may decode in all (HTTP 400 before the image past it is decoded)"),
+        Setting("read_document_timeout", float, 120.0, "read-document: seconds one document may take to parse "
+                "(its child process is killed past them)"),
+        Setting("read_document_max_memory_mb", int, 1024, "read-document: memory (MiB of address space) of the "
+                "child process that parses a document"),
+        Setting("document_qa_timeout", float, 120.0, "document-qa: seconds one document may take to parse "
+                "(its child process is killed past them)"),
+        Setting("document_qa_max_memory_mb", int, 1024, "document-qa: memory (MiB of address space) of the "
+                "child process that parses a document"),
+        Setting("serve_shared_trust", bool, False, "tool-hub serve: several serve_api_keys may share a server "
+                "whose tools run code the model writes (python, terminal, tool-maker); such code can reach every "
+                "tenant's files and processes, so only set it when all key holders trust each other"),
+        Setting("serve_max_users", int, 100, "tool-hub serve: users whose apps are kept at once, least recently "
+                "used out first (also capped by max_sessions; 0: no limit)"),
+        Setting("serve_max_users_per_key", int, 16, "tool-hub serve: users (OpenAI 'user' field values) one API "
+                "key may have at once (HTTP 429 past it; 0: no limit)"),
+        Setting("serve_max_runs_per_key", int, 8, "tool-hub serve: runs one API key may have at once (HTTP 429 "
+                "past it; 0: no limit)"),
+        Setting("serve_max_python_workers", int, 64, "tool-hub serve: python worker processes of all users "
+                "together; past it an idle one is stopped, or the call is refused when none is idle (0: no limit)"),
+        Setting("serve_user_quota_mb", int, 1024, "tool-hub serve: a user whose folder holds more than this "
+                "many MiB gets HTTP 429 for new runs until files are removed (0: no limit)"),
+        Setting("serve_user_retention_s", float, 604800.0, "tool-hub serve: the folder of a user not seen for "
+                "this long is removed (never a live user's; 0: kept forever)"),
+        Setting("max_file_mb", int, 256, "largest file in MiB a python worker or terminal command may write "
+                "(RLIMIT_FSIZE; 0: no limit)"),
+        Setting("serve_local_token", str, "auto", "tool-hub serve without serve_api_keys: auto (a random token "
+                "made at start, printed in the page's link and wanted as the bearer key) or off (no secret: any "
+                "program of any user of this machine, and pages the browser visits, can drive the server)"),
+        Setting("serve_allowed_hosts", str, None, "tool-hub serve: Host names clients may use besides localhost, "
+                "127.0.0.1, [::1] and the bound address, comma-separated (* for any; a server bound to 0.0.0.0 "
+                "takes any when this is unset)"),
+        Setting("serve_allowed_origins", str, None, "tool-hub serve: browser origins (https://chat.example:3000) "
+                "allowed to send state-changing requests besides the allowed hosts, comma-separated"),
+        Setting("serve_link_ttl_s", float, 2_592_000.0, "tool-hub serve: seconds a signed /files link is valid "
+                "(0: links never expire)"),
+        Setting("serve_max_connections", int, 1000, "tool-hub serve: open connections at once; more are closed "
+                "at once (the open-files limit is raised to fit at start)"),
+        Setting("serve_header_timeout_s", float, 10.0, "tool-hub serve: seconds a client has to send a request's "
+                "headers (a connection that drips them is closed)"),
     )
 }
 

@@ -23,7 +23,7 @@ import time
 import openai
 
 
-def start_offline_server() -> tuple[str, object]:
+def start_offline_server() -> tuple[str, object, str]:
     import uvicorn
 
     from chatgpt_tool_hub.server import create_server
@@ -45,7 +45,7 @@ def start_offline_server() -> tuple[str, object]:
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)
-    return f"http://127.0.0.1:{port}/v1", server
+    return f"http://127.0.0.1:{port}/v1", server, app.state.tool_hub.settings.local_token
 
 
 def tiny_png() -> str:
@@ -63,12 +63,13 @@ def tiny_png() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running server's base URL, ending in /v1 (default: start one here)")
-    parser.add_argument("--key", default="none", help="an API key of the server (SERVE_API_KEYS)")
+    parser.add_argument("--key", default="none", help="an API key of the server (SERVE_API_KEYS, or the token "
+                                                      "a keyless tool-hub serve printed)")
     args = parser.parse_args()
     server = None
     url = args.url
     if url is None:
-        url, server = start_offline_server()
+        url, server, args.key = start_offline_server()  # a keyless server's key is its local token
         print("mode: offline (a server in this process, a scripted LLM, the real python tool)")
     client = openai.OpenAI(base_url=url, api_key=args.key, max_retries=0)
     print("models:", [m.id for m in client.models.list().data])

@@ -130,9 +130,12 @@ def main() -> int:
 
     root = tempfile.mkdtemp(prefix="tool-hub-web-users-")
     port = free_port() if args.screenshot else args.port
-    server = uvicorn.Server(uvicorn.Config(build_server(root), host="127.0.0.1", port=port, log_level="warning"))
+    app = build_server(root)
+    token = app.state.tool_hub.settings.local_token  # the page's link carries it once, then a cookie keeps it
+    link = f"http://127.0.0.1:{port}/" + (f"?token={token}" if token else "")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     if not args.screenshot:
-        print(f"the page: http://127.0.0.1:{port}/  (Ctrl-C stops it)")
+        print(f"the page: {link}  (Ctrl-C stops it)")
         server.run()
         return 0
     thread = threading.Thread(target=server.run, daemon=True)
@@ -140,7 +143,7 @@ def main() -> int:
     while not server.started:
         time.sleep(0.05)
     try:
-        screenshot(f"http://127.0.0.1:{port}/", args.screenshot)
+        screenshot(link, args.screenshot)
     finally:
         server.should_exit = True
         thread.join(30)

@@ -374,3 +374,136 @@ def test_the_example_runs_offline(tmp_path):
     assert '[1] section 3 "Storage" (score' in out and "Home | Shop" not in out
     assert 'Summary of notes.docx "Meeting notes" (DOCX, 3 sections):\nA shop opens in Lyon' in out
     assert "LLM calls: 4 + 3" in out
+
+
+# ---- work budgets, and the parse in a child that can be killed -----------------------------------
+
+
+def operators_pdf(page_streams: list[bytes], form: bytes | None = None) -> bytes:
+    """A PDF whose pages have the given (Flate-compressed) content streams; ``form``, when given, is a form
+    XObject the pages may draw as ``/Fm0 Do``."""
+    import zlib
+
+    count = len(page_streams)
+    resources = "<< /Font << /F1 3 0 R >>" + (f" /XObject << /Fm0 {4 + 2 * count} 0 R >>" if form else "") + " >>"
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               ("<< /Type /Pages /Kids [" + " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
+                + f"] /Count {count} >>").encode(),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    for i, stream in enumerate(page_streams):
+        packed = zlib.compress(stream, 9)
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources {resources} "
+                       f"/Contents {5 + 2 * i} 0 R >>".encode())
+        objects.append(f"<< /Length {len(packed)} /Filter /FlateDecode >>\nstream\n".encode() + packed
+                       + b"\nendstream")
+    if form:
+        objects.append(f"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources {resources[:-3]} >> "
+                       f"/Length {len(form)} >>\nstream\n".encode() + form + b"\nendstream")
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def _text(words: str) -> bytes:
+    return f"BT /F1 12 Tf 72 720 Td ({words}) Tj ET\n".encode()
+
+
+def test_a_pdf_whose_content_streams_are_huge_stops_at_the_budget_before_extracting():
+    huge = _text("second page") + b"1 0 0 1 0 0 cm\n" * 200_000  # 3 MB of operators, a few KB compressed
+    data = operators_pdf([_text("first page"), huge, _text("third page")])
+    assert len(data) < 20_000
+    limits = documents_formats.ParseLimits(max_content_bytes=100_000)
+    document = parse_document(data, "bomb.pdf", limits=limits)
+    assert [s.text for s in document.sections] == ["first page"] and document.pages == 3
+    assert any("truncated: only the first 1 of 3 pages were read" in note
+               and "(read_document_max_content_bytes)" in note for note in document.notes)
+
+
+def test_a_form_drawn_again_and_again_counts_each_time_it_is_drawn():
+    form = _text("in the form") + b"1 0 0 1 0 0 cm\n" * 1000  # 15 KB, drawn 100 times: 1.5 MB to read
+    data = operators_pdf([_text("cover"), b"/Fm0 Do\n" * 100], form=form)
+    limits = documents_formats.ParseLimits(max_content_bytes=1_000_000, prefix="document_qa")
+    document = parse_document(data, "forms.pdf", limits=limits)
+    assert len(document.sections) == 1 and "(document_qa_max_content_bytes)" in " ".join(document.notes)
+    assert "in the form" in parse_document(operators_pdf([b"/Fm0 Do\n"], form=form), "f.pdf").text
+
+
+def test_a_docx_cell_spanning_thousands_of_columns_is_read_once_and_the_elements_are_budgeted(workspace):
+    from docx.oxml.ns import qn
+
+    word = docx.Document()
+    table = word.add_table(rows=1, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "wide cell", "narrow"
+    span = table.cell(0, 0)._tc.get_or_add_tcPr()
+    span.append(span.makeelement(qn("w:gridSpan"), {qn("w:val"): "5000"}))
+    buffer = io.BytesIO()
+    word.save(buffer)
+    document = parse_document(buffer.getvalue(), "wide.docx")
+    assert document.text.count("wide cell") == 1 and "wide cell | narrow" in document.text
+    small = documents_formats.ParseLimits(max_elements=3)
+    cut = parse_document((workspace / "report.docx").read_bytes(), "report.docx", limits=small)
+    assert "Three engineers" not in cut.text
+    assert any(n.startswith("truncated: only the first 3 paragraphs and table cells") for n in cut.notes)
+
+
+def test_an_html_page_past_its_tag_budget_is_truncated_and_read_without_readability():
+    page = "<html><body><h1>Top</h1>" + "".join(f"<p>paragraph {i}</p>" for i in range(400)) + "</body></html>"
+    document = parse_document(page.encode(), "big.html", limits=documents_formats.ParseLimits(max_elements=100))
+    assert "paragraph 10" in document.text and "paragraph 300" not in document.text
+    assert any("only the first 100 HTML tags were read (read_document_max_elements)" in n for n in document.notes)
+    assert any("read whole, without picking its main content" in n for n in document.notes)
+
+
+def test_read_document_kills_a_parse_past_its_timeout(workspace):
+    slow = operators_pdf([_text("slow") + b"1 0 0 1 0 0 cm\n" * 400_000])  # seconds of pypdf work
+    (workspace / "slow.pdf").write_bytes(slow)
+    with pytest.raises(ToolExecutionError, match=r"parsing 'slow.pdf' took longer than 0.5 s .*read_document_timeout"):
+        read(read_document_timeout=0.5).run({"source": "slow.pdf"})
+    note = read(read_document_max_content_bytes=1000).run({"source": "slow.pdf"})
+    assert "(read_document_max_content_bytes)" in note and "no text" in note
+
+
+def test_the_runs_cancel_kills_the_parse(workspace):
+    import threading
+
+    from chatgpt_tool_hub.run.context import ToolContext
+    from chatgpt_tool_hub.run.control import RunBudget
+    from chatgpt_tool_hub.runtime.contained import ContainedError
+
+    (workspace / "slow.pdf").write_bytes(operators_pdf([_text("slow") + b"1 0 0 1 0 0 cm\n" * 2_000_000]))
+    registered = threading.Event()
+
+    class Budget(RunBudget):
+        def on_cancel(self, hook):
+            remove = super().on_cancel(hook)
+            registered.set()
+            return remove
+
+    budget, outcome = Budget(), []
+    worker = threading.Thread(target=lambda: outcome.append(_outcome(
+        lambda: read().run({"source": "slow.pdf"}, context=ToolContext(budget=budget)))))
+    worker.start()
+    assert registered.wait(30)
+    budget.cancel()
+    worker.join(30)
+    assert not worker.is_alive() and isinstance(outcome[0], ContainedError) and outcome[0].limit == "cancelled"
+
+
+def _outcome(call):
+    try:
+        return call()
+    except Exception as exc:
+        return exc
+
+
+def test_a_document_is_parsed_in_a_child_process(workspace, monkeypatch):
+    seen = []
+    monkeypatch.setattr(documents_formats, "_pdf", lambda *a: seen.append(a))  # what this process would run
+    out = read().run({"source": "garden.pdf", "pages": "1"})
+    assert seen == [] and out.startswith('garden.pdf "Garden" (PDF, 3 pages), page 1:')

@@ -93,7 +93,7 @@ def test_engine_prefixes_error_observations(fixture_tools):
         "Thought: Do I need to use a tool? No\nAI: 42",
     ])
     app = AppFactory().create_app(tools_list=[fixture_tools["add"], fixture_tools["fail"]], llm=llm,
-                                  no_default=True, think_depth=5)
+                                  no_default=True, think_depth=5, untrusted_egress="allow")  # 2nd call: no approver
     result = app.run("what is 20 + 22?")
     assert [s.observation for s in result.steps][0] == "42"
     assert result.steps[1].observation.startswith("Error:")

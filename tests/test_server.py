@@ -143,13 +143,13 @@ def test_jarvis_endpoints_tasks_results_and_hugginggpt(live):
     llm = ScriptedLLM([plan, plan, plan, "It printed 42."])
     server = live(llm=llm, tools_list=["python"])
     body = {"messages": [{"role": "user", "content": "compute 7 * 6 with python"}]}
-    tasks = httpx.post(server.root + "/tasks", json=body, timeout=60).json()
+    tasks = httpx.post(server.root + "/tasks", json=body, timeout=60, headers=server.auth).json()
     assert tasks == [{"task": "python", "id": 0, "dep": [-1], "args": {"text": "print(7 * 6)"}}]
-    results = httpx.post(server.root + "/results", json=body, timeout=60).json()
+    results = httpx.post(server.root + "/results", json=body, timeout=60, headers=server.auth).json()
     assert results["0"]["inference result"] == {"status": "ok", "output": "42"}
     assert results["0"]["task"]["task"] == "python" and "choose model result" in results["0"]
     assert llm.calls == 2  # /tasks and /results made no response call
-    answer_ = httpx.post(server.root + "/hugginggpt", json=body, timeout=60).json()
+    answer_ = httpx.post(server.root + "/hugginggpt", json=body, timeout=60, headers=server.auth).json()
     assert answer_ == {"message": "It printed 42."}
 
 
@@ -158,7 +158,7 @@ def test_jarvis_endpoints_answer_a_failed_plan_or_llm_with_an_error_body_never_a
     server = live(llm=ScriptedLLM([bad, bad, bad, bad]), tools_list=["python"])
     body = {"messages": [{"role": "user", "content": "do the impossible"}]}
     for route in ("/tasks", "/results"):
-        reply = httpx.post(server.root + route, json=body, timeout=60)
+        reply = httpx.post(server.root + route, json=body, timeout=60, headers=server.auth)
         assert reply.status_code == 502, reply.text
         assert "invalid twice" in reply.json()["error"]["message"]
         assert reply.json()["error"]["code"] == "unusable_llm_output"

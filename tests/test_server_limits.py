@@ -58,7 +58,8 @@ def test_a_body_past_the_limit_is_413(live):
         server.client().chat.completions.create(model="tool-hub",
                                                 messages=[{"role": "user", "content": "x" * 10_000}])
     assert err.value.status_code == 413 and "serve_max_body_bytes" in str(err.value)
-    chunked = httpx.post(server.url + "/chat/completions", content=iter([b"{" + b" " * 6000, b"}"]))
+    chunked = httpx.post(server.url + "/chat/completions", content=iter([b"{" + b" " * 6000, b"}"]),
+                         headers={"content-type": "application/json", **server.auth})
     assert chunked.status_code == 413  # no Content-Length: counted as it comes
     assert llm.calls == 0
     assert server.client().chat.completions.create(model="tool-hub", messages=QUESTION).choices[0].message.content \
@@ -115,7 +116,8 @@ def test_a_client_that_goes_away_cancels_the_run_and_kills_its_tools(live, strea
     body = json.dumps({"model": "tool-hub", "messages": QUESTION, "stream": stream}).encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:  # a client that hangs up
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                     b"Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s"
+                     % (server.token.encode(), len(body), body))
         wait_for(lambda: (workspace / "child.pid").exists() and (workspace / "child.pid").read_text())
         time.sleep(0.1)
     child = int((workspace / "child.pid").read_text())
@@ -157,7 +159,8 @@ def test_a_shutdown_drains_the_runs_in_flight(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "chatgpt_tool_hub.server.cli", "--port", str(port)],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=_serve_env(LLM_API_BASE_URL=upstream.url, MODEL_NAME="m", NO_DEFAULT="true",
-                                               MAX_RETRIES="0", SERVE_WORKSPACE_ROOT=str(tmp_path / "users")))
+                                               MAX_RETRIES="0", SERVE_WORKSPACE_ROOT=str(tmp_path / "users"),
+                                               SERVE_API_KEYS="x"))
         try:
             wait_for(lambda: _up(port), 180)
             result = {}

@@ -41,7 +41,7 @@ def test_the_raw_stream_is_whole_events_in_order(live):
     llm = ScriptedLLM([act("python", "print(6 * 7)"), answer("The answer is 42.")], chunk_size=3)
     server = live(llm=llm, tools_list=["python"])
     writes: list[bytes] = []
-    with httpx.Client(timeout=60) as client:
+    with httpx.Client(timeout=60, headers=server.auth) as client:
         with client.stream("POST", server.url + "/chat/completions", json={
                 "model": "tool-hub", "stream": True, "messages": [{"role": "user", "content": "6 * 7?"}]}) as reply:
             assert reply.headers["content-type"].startswith("text/event-stream")
@@ -163,14 +163,15 @@ def test_past_the_limit_a_write_waits_for_the_client_and_abort_drops_the_rest():
     assert asyncio.run(main()) == [(b"12", True), (b"345", True)]
 
 
-def _chunked_body(port: int, payload: dict) -> list[bytes]:
+def _chunked_body(port: int, payload: dict, token: str) -> list[bytes]:
     """POST ``payload`` over a raw socket; the HTTP chunks of the answer, as the server framed them."""
     import socket
 
     data = json.dumps(payload).encode()
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(data), data))
+                     b"authorization: Bearer %s\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                     % (token.encode(), len(data), data))
         raw = b""
         while chunk := sock.recv(65536):
             raw += chunk
@@ -191,7 +192,7 @@ def test_what_the_run_makes_in_one_go_is_one_write(live):
     reply = "Thought: Do I need to use a tool? No\nAI: " + " ".join(f"word{i}" for i in range(30))
     server = live(llm=ScriptedLLM([reply], chunk_size=1))  # 60 token events, made without a wait between them
     chunks = _chunked_body(server.port, {"model": "tool-hub", "stream": True,
-                                         "messages": [{"role": "user", "content": "hi"}]})
+                                         "messages": [{"role": "user", "content": "hi"}]}, server.token)
     events = [e for e in b"".join(chunks).split(b"\n\n") if e]
     assert len(events) > 30 and events[-1] == b"data: [DONE]"
     assert len(chunks) <= len(events) // 4  # not one write per event

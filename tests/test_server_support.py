@@ -47,8 +47,19 @@ class Live:
     def state(self) -> Any:
         return self.app.state.tool_hub
 
-    def client(self, key: str = "no-key", **kwargs: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url, api_key=key, max_retries=0, timeout=60, **kwargs)
+    @property
+    def token(self) -> str | None:
+        """A keyless server's local token (its bearer key); None when it has keys of its own."""
+        return self.state.settings.local_token
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The headers of a keyless server's own client: its local token as the bearer key."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def client(self, key: str | None = None, **kwargs: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url, api_key=key or self.token or "no-key", max_retries=0, timeout=60,
+                             **kwargs)
 
     def start(self) -> "Live":
         self.thread.start()

@@ -61,7 +61,7 @@ def page(llm, tmp_path_factory):
     server = Live(create_server(llm=llm, web=True, tools_list=["python"], no_default=True,
                                 serve_workspace_root=str(root / "users")), free_port()).start()
     driver = headless_chrome()
-    driver.get(server.root + "/")
+    driver.get(f"{server.root}/?token={server.token}")  # the link tool-hub serve prints; then a cookie
     wait(driver, lambda d: d.find_elements("css selector", "#tool-hub-ask textarea")
          and "python" in d.find_element("id", "tool-hub-tools").text)
     try:

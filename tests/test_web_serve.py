@@ -12,8 +12,18 @@ from starlette.testclient import TestClient
 
 from chatgpt_tool_hub.errors import ConfigError
 from chatgpt_tool_hub.server import create_server
+from chatgpt_tool_hub.server.guard import TOKEN_COOKIE
 from chatgpt_tool_hub.server.settings import parse_web
 from chatgpt_tool_hub.testing import ScriptedLLM
+
+
+def page_client(app) -> TestClient:
+    """What a browser has after opening the link tool-hub serve printed: the local token in its cookie."""
+    client = TestClient(app, base_url="http://127.0.0.1:8000")
+    token = app.state.tool_hub.settings.local_token
+    if token:
+        client.cookies.set(TOKEN_COOKIE, token)
+    return client
 
 
 def server(tmp_path, **settings):
@@ -24,7 +34,7 @@ def server(tmp_path, **settings):
 
 def test_the_page_is_served_at_the_root_next_to_the_api(tmp_path):
     app = server(tmp_path, web=True)
-    with TestClient(app) as client:
+    with page_client(app) as client:
         page = client.get("/")
         assert page.status_code == 200 and "window.gradio_config" in page.text
         config = client.get("/config").json()
@@ -32,19 +42,22 @@ def test_the_page_is_served_at_the_root_next_to_the_api(tmp_path):
         ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
         assert {"tool-hub-chat", "tool-hub-ask", "tool-hub-tools", "tool-hub-depth", "tool-hub-app"} <= ids
         assert client.get("/healthz").json()["status"] == "ok"
-        assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["tool-hub", "tool-hub-planner"]
+        assert client.get("/v1/models").status_code == 401  # the API wants the token as its key, not a cookie
+        bearer = {"Authorization": f"Bearer {app.state.tool_hub.settings.local_token}"}
+        models = client.get("/v1/models", headers=bearer).json()["data"]
+        assert [m["id"] for m in models] == ["tool-hub", "tool-hub-planner"]
     assert app.state.tool_hub_web.state is app.state.tool_hub  # the page runs on the server's own users
 
 
 def test_with_api_keys_the_page_needs_one_as_the_password(tmp_path):
-    app = server(tmp_path, web=True, serve_api_keys="key-one,key-two")
-    with TestClient(app) as client:
+    app = server(tmp_path, web=True, serve_api_keys="key-one,key-two", serve_shared_trust=True)
+    with page_client(app) as client:
         assert client.get("/config").status_code == 401
         assert client.post("/gradio_api/upload", files={"files": ("a.txt", b"x")}).status_code == 401
         assert client.post("/gradio_api/queue/join", json={}).status_code == 401
         assert "serve_api_keys" in client.get("/").text  # the login page says what to type
         refused = client.post("/login", data={"username": "ann", "password": "wrong"})
-        assert refused.status_code >= 400 and not client.cookies
+        assert refused.status_code >= 400 and set(client.cookies) <= {"tool_hub_browser"}  # no login cookie
         assert client.post("/login", data={"username": "ann", "password": "key-two"}).json() == {"success": True}
         assert client.get("/config").status_code == 200
         assert client.get("/v1/models").status_code == 401  # the API still wants its bearer key
@@ -53,7 +66,7 @@ def test_with_api_keys_the_page_needs_one_as_the_password(tmp_path):
 
 def test_without_keys_the_page_is_open_and_only_loopback_may_be_bound(tmp_path):
     app = server(tmp_path, web=True)
-    with TestClient(app) as client:
+    with page_client(app) as client:
         assert client.get("/config").status_code == 200
     with pytest.raises(ConfigError, match="serve_api_keys"):
         app.state.tool_hub.settings.check_bind("0.0.0.0")
@@ -156,7 +169,7 @@ def test_a_server_path_a_client_names_as_an_upload_is_refused_and_never_copied(t
                         serve_workspace_root=str(tmp_path / "users"))
     forged = {"text": "look", "files": [{"path": str(secret), "orig_name": secret.name,
                                          "meta": {"_type": "gradio.FileData"}}]}
-    with TestClient(app) as client:
+    with page_client(app) as client:
         output = _ask_over_the_queue(client, [forged, "tool-hub", 3, []])
     assert "not uploaded by a user" in output.get("error", "") and "data" not in output
     assert llm.calls == 0
@@ -178,7 +191,7 @@ def test_uploads_and_shown_copies_are_swept_by_age_and_gone_when_the_server_stop
     made.write_bytes(b"\x89PNG made by a tool")
     app = server(tmp_path, web=True, session_ttl_s=120)
     users = app.state.tool_hub_web
-    with TestClient(app) as client:
+    with page_client(app) as client:
         blocks = _page_blocks(app)
         assert blocks.delete_cache == (120, 120)  # the cache lives as long as an idle user's app
         uploaded = Path(client.post("/gradio_api/upload", files={"files": ("a.txt", b"x")}).json()[0])
@@ -219,7 +232,7 @@ def test_the_set_of_shown_copies_may_grow_while_it_is_swept():
 def test_the_pages_requests_get_the_body_limit_too(tmp_path):
     app = server(tmp_path, web=True, serve_max_body_bytes=100_000)
     big = {"data": ["x" * 300_000, "tool-hub", 3, []], "fn_index": 0, "session_hash": "s1"}
-    with TestClient(app) as client:
+    with page_client(app) as client:
         refused = client.post("/gradio_api/queue/join", json=big)
         assert refused.status_code == 413 and "serve_max_body_bytes" in refused.json()["error"]["message"]
 

@@ -17,6 +17,11 @@ Sessions the app keeps (its memory of a conversation, and the tools' state
 such as a python worker, per ``session_id``) are bounded: at most
 ``max_sessions``, least recently used first out, and none idle past
 ``session_ttl_s``; an evicted session's tool state is reset too.
+
+A run whose question came with files handed in (``files=``, files added to its
+session with ``add_file`` since its last run, the announced images of a chat
+request in ``chat_history``) starts tainted with their provenance
+(:mod:`.handed`): what they carry is content nobody here controls.
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ from ..errors import UserError
 from ..events import Event
 from ..llm.base import LLM, Message, with_options
 from ..run.control import RunBudget
+from ..run.taint import EgressPolicy, RunTaint
 from ..tools.base import Tool
 from ..tools.context import AppContext
+from .handed import handed_in, taint_with_files
 from .history import Question, announcements, given_history, question, remembered_history
 from .runs import AsyncRun, Callback, Final, Runs, adrain, drain, drive_in_thread, notify, notifying
 from .sessions import CALL_SESSION_PREFIX, DEFAULT_SESSION, Sessions
@@ -61,6 +68,8 @@ class _Turn:
     llm: LLM
     memory: Callable[[], ConversationMemory]
     memory_max_tokens: int
+    taint: RunTaint  # the run's, with the app's untrusted_egress policy
+    handed: list[str]  # the files the given chat history hands in (a chat request's images)
 
     def history(self, announced: list[Message]) -> list[Message]:
         """The history the run gets, the announcements of the files handed over at its end."""
@@ -115,6 +124,7 @@ class ConversationApp(Generic[ResultT]):
         self._clock = time.monotonic
         self._sessions = Sessions(lambda: self._clock())
         self._runs = Runs()
+        self._added: dict[str, list[str]] = {}  # per session: files add_file handed in since its last run
 
     # ---- tools ----------------------------------------------------------------------
 
@@ -216,6 +226,11 @@ class ConversationApp(Generic[ResultT]):
     def reset(self, session_id: str | None = None) -> None:
         """Forget one session's history (and the tools' state for it), or every session's."""
         self._sessions.forget(session_id)
+        with self._lock:
+            if session_id is None:
+                self._added.clear()
+            else:
+                self._added.pop(session_id, None)
         for tool in self.tools:
             tool.reset(session_id)
 
@@ -246,10 +261,14 @@ class ConversationApp(Generic[ResultT]):
     def add_file(self, source: Any, *, session_id: str = DEFAULT_SESSION, language: str | None = None) -> str:
         """Copy an image or WAV file into the workspace and tell the session about it.
 
-        Returns the new workspace-relative name (``image/{uuid}.png`` or ``audio/{uuid}.wav``).
+        Returns the new workspace-relative name (``image/{uuid}.png`` or ``audio/{uuid}.wav``). The
+        session's next run starts tainted by the file (see :mod:`.handed`).
         """
         messages, name = self._announce(source, language or detect_language("", self.prompt_language))
         self._memory(session_id).add_messages(messages)
+        with self._lock:
+            added = self._added.setdefault(session_id, [])
+            added.extend(n for n in handed_in(messages) if n not in added)
         return name
 
     def close(self) -> None:
@@ -290,7 +309,9 @@ class ConversationApp(Generic[ResultT]):
               files: Any = (), llm_options: Mapping[str, Any] | None = None) -> Generator[Event, None, Any]:
         with self._turn(query, chat_history, session_id, files, llm_options) as turn:
             asked = turn.question
-            history = turn.history(announcements(asked, self._announce))
+            announced = announcements(asked, self._announce)
+            self._hand_in(turn, announced)
+            history = turn.history(announced)
             result = yield from self._execute(asked.query, history, asked.session_id, stream, turn.budget, turn.llm)
             return turn.remember(result)
 
@@ -301,6 +322,7 @@ class ConversationApp(Generic[ResultT]):
             asked = turn.question
             announced = (await asyncio.get_running_loop().run_in_executor(
                 self._async_executor(), announcements, asked, self._announce)) if asked.files else []
+            self._hand_in(turn, announced)
             history = turn.history(announced)
             result = None
             async with aclosing(self._aexecute(asked.query, history, asked.session_id, stream, turn.budget,
@@ -319,14 +341,18 @@ class ConversationApp(Generic[ResultT]):
         and its session kept busy; at the end the run's control ends and a call's own session's tool
         state is reset."""
         self._check_open()
+        if isinstance(chat_history, Iterator):  # read twice: for the question, and for the files it hands in
+            chat_history = list(chat_history)
         asked = question(query, chat_history, session_id, files, self.prompt_language)
+        handed = handed_in(chat_history) if chat_history is not None else []
         run = self._runs.start(asked.session_id, self.budget_limits)
+        taint = run.budget.taint_with(EgressPolicy.from_settings(self.context.settings))  # the app's untrusted_egress
         if not asked.call_session:
             self._sessions.enter(asked.session_id)
         try:
             self.prune_sessions()
             yield _Turn(asked, run.budget, with_options(self.llm, **dict(llm_options or {})),
-                        lambda: self._memory(asked.session_id), self.memory_max_tokens)
+                        lambda: self._memory(asked.session_id), self.memory_max_tokens, taint, handed)
         finally:
             self._runs.end(run)
             if asked.call_session:
@@ -347,7 +373,17 @@ class ConversationApp(Generic[ResultT]):
     def _memory(self, session_id: str) -> ConversationMemory:
         return self._sessions.memory(session_id, self.memory_max_tokens)
 
+    def _hand_in(self, turn: _Turn, announced: list[Message]) -> None:
+        """Before the run starts: taint it with the files handed in with its question -- those the chat
+        history announces, those ``add_file`` added to its session since its last run, and ``files=``
+        (``announced``)."""
+        with self._lock:
+            added = self._added.pop(turn.question.session_id, [])
+        taint_with_files(turn.taint, [*turn.handed, *added, *handed_in(announced)])
+
     def _end_tool_session(self, session_id: str) -> None:
+        with self._lock:
+            self._added.pop(session_id, None)
         for tool in self.tools:
             try:
                 tool.reset(session_id)

@@ -229,6 +229,8 @@ class AppFactory:
             prompt_language=config["prompt_language"],
             tool_calling=config["tool_calling"],
             tool_prompt_max_tokens=config["tool_prompt_max_tokens"],
+            untrusted_egress=config["untrusted_egress"],
+            untrusted_egress_code=config["untrusted_egress_code"],
         )
         return App(llm, tools, settings=settings, memory_max_tokens=config["memory_max_tokens"],
                    approve=approve, callbacks=callbacks, context=context, config=shown_config(config.values),

@@ -1,8 +1,10 @@
 """Files handed to an app: copied into the workspace the Visual ChatGPT way and announced.
 
 An image becomes ``image/{uuid}.png`` (long side at most 512), audio becomes
-``audio/{uuid}.wav``. When the app has an ``image-captioning`` tool, the image
-is described by it. The announcement goes into the conversation as a user
+``audio/{uuid}.wav``; a file is decoded (an image) or checked (a WAV header) in
+a contained child process that is killed past its limits
+(:mod:`chatgpt_tool_hub.runtime.filenames`), never in the app's own process.
+When the app has an ``image-captioning`` tool, the image is described by it. The announcement goes into the conversation as a user
 message and an acknowledgement, so later questions can refer to the file.
 """
 
@@ -76,6 +78,10 @@ def describe(kind: str, name: str, tools: dict[str, Tool]) -> str:
 
 
 def announcement(kind: str, name: str, description: str, language: str = "en") -> list[Message]:
+    """The user message that hands the file ``name`` in (an :class:`~.handed.Announcement`: the run that gets
+    it starts tainted, see :mod:`.handed`) and the assistant's acknowledgement."""
+    from .handed import Announcement
+
     user, ack = _ANNOUNCE.get(language, _ANNOUNCE["en"])
     if language == "zh":
         kind_text = _KIND_ZH.get(kind, kind)
@@ -86,7 +92,7 @@ def announcement(kind: str, name: str, description: str, language: str = "en") -
     article = "an" if kind_text[:1].lower() in "aeiou" else "a"
     text = (user.replace("{article}", article).replace("{kind}", kind_text).replace("{name}", name)
             .replace("{description}", extra))
-    return [{"role": "user", "content": text}, {"role": "assistant", "content": ack}]
+    return [Announcement({"role": "user", "content": text}, name), {"role": "assistant", "content": ack}]
 
 
 def announce_file(source: Any, language: str, tools: dict[str, Tool], *, workspace: str | os.PathLike,

@@ -33,7 +33,7 @@ _ROOT = "chatgpt_tool_hub"
 # do not see records of its children, so each one carries the filter itself
 PACKAGE_LOGGERS = (_ROOT, *(f"{_ROOT}.{child}" for child in (
     "llm", "engine", "tools", "apps", "cli", "experts", "planner", "tools.mcp", "tools.openapi", "tools.plugins",
-    "server", "web")))
+    "server", "web", "runtime")))
 
 
 class SecretFilter(logging.Filter):

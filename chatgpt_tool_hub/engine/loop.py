@@ -9,6 +9,14 @@ answers with tool calls (see :mod:`.native`); each call is dispatched exactly
 like a text-protocol action, through :func:`.dispatch.dispatch`, the one place
 that resolves, approves, charges, runs, redacts, strips and truncates.
 
+The model's own text is redacted like observations wherever it leaves the run:
+thoughts, action inputs (in events and ``RunResult.steps``; the tool gets the
+input as written), the answer, parse feedback and streamed tokens (held back by
+the longest form of a secret, so one split over chunks is hidden too).
+Untrusted results reach the model fenced as data (``Outcome.for_llm``); the
+run's taint state (:mod:`chatgpt_tool_hub.run.taint`) is shared by every
+engine of the run through its :class:`RunBudget`.
+
 The loop never calls the LLM itself: it yields an ``_LLMCall`` and gets the
 response back, so the same loop has two drivers. ``iter_run`` (a generator)
 makes the calls with ``complete`` / ``stream``; ``aiter_run`` (an async
@@ -36,10 +44,11 @@ from ..redact import Redactor
 from ..run.budget import Budget, BudgetExceeded
 from ..run.control import RunBudget, RunCancelled
 from ..run.steps import ParseFailureStep, RunResult, RunState, ToolStep
+from ..run.taint import EgressPolicy, RunTaint
 from ..runtime.bridge import await_in_thread
 from ..tools.base import Tool, ToolContext
 from . import native
-from .dispatch import dispatch, resolve_tool, truncate_observation
+from .dispatch import dispatch, redact_value, resolve_tool, truncate_observation
 from .drivers import allm_reply, control_of, llm_reply
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts, tool_block
@@ -48,7 +57,7 @@ __all__ = ["Engine", "EngineSettings", "truncate_observation", "STOP_SEQUENCES",
 
 log = logging.getLogger("chatgpt_tool_hub.engine")
 STOP_SEQUENCES = ["\nObservation:", "\nObservation："]
-Approver = Callable[[str, Any], bool]
+Approver = Callable[..., bool]  # (tool name, tool input) -> allowed; see ``run.context.Approver``
 RunGen = Generator[Event, None, RunResult]
 _CANCELLED = {"en": "The run was cancelled before it finished.", "zh": "运行在完成前被取消。"}
 _LAST_OBSERVATION = {"en": "The last observation was:", "zh": "最后的观察结果："}
@@ -77,6 +86,15 @@ class EngineSettings:
     depth: int = 0  # nesting depth, for subtree engines
     tool_calling: str = "text"  # "text": the Thought/Action protocol; "native": the API's tool calls
     tool_prompt_max_tokens: int = 3000  # the tool list of the text-protocol prompt is shortened past this
+    untrusted_egress: str = "ask"  # egress after untrusted content: "ask" (the approver), "allow" or "deny"
+    untrusted_egress_code: bool = False  # code tools (python, terminal) count as egress after untrusted content
+
+    def __post_init__(self) -> None:
+        _ = self.egress_policy  # a bad untrusted_egress is a ConfigError where the settings are made
+
+    @property
+    def egress_policy(self) -> EgressPolicy:
+        return EgressPolicy.of(self.untrusted_egress, self.untrusted_egress_code)
 
 
 class Engine:
@@ -84,8 +102,9 @@ class Engine:
 
     def __init__(self, llm: LLM, tools: Iterable[Tool] = (), settings: EngineSettings | None = None, *,
                  approve: Approver | None = None, budget: Budget | None = None,
-                 redactor: Redactor | None = None, secrets: Sequence[str] = ()):
+                 redactor: Redactor | None = None, secrets: Sequence[str] = (), taint: RunTaint | None = None):
         self.llm = llm
+        self.taint = taint  # a nested engine's: its caller's run state (else the budget's, else one per run)
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         self.settings = settings or EngineSettings()
         self.approve = approve
@@ -122,7 +141,7 @@ class Engine:
                     try:  # with a RunBudget, cancel() ends the wait for the LLM
                         value = yield from llm_reply(self.llm, item.messages, control=control_of(self.budget),
                                                      stream=item.stream, stop=STOP_SEQUENCES, tools=item.tools,
-                                                     depth=self.settings.depth)
+                                                     depth=self.settings.depth, redactor=self.redactor)
                     except Exception as exc:  # the loop decides: cancelled, budget, or up to the caller
                         error = exc
                 elif item is not _TOOL_START and item is not _TOOL_END:
@@ -158,7 +177,7 @@ class Engine:
                     threaded = False
                     reply = allm_reply(self.llm, item.messages, control=control_of(self.budget), stream=item.stream,
                                        stop=STOP_SEQUENCES, tools=item.tools, depth=self.settings.depth,
-                                       executor=executor)
+                                       executor=executor, redactor=self.redactor)
                     try:
                         async with aclosing(reply) as pieces:
                             async for piece in pieces:
@@ -207,7 +226,7 @@ class Engine:
                 yield from self._send_feedback(state, reply.text, err)
                 continue
             if decision.thought:
-                yield ThoughtEvent(decision.thought, self.settings.depth)
+                yield ThoughtEvent(self._hide(decision.thought), self.settings.depth)
             if isinstance(decision, Finish):
                 return (yield from self._answer(state, decision.output, "answer"))
             if state.tool_calls >= self.settings.think_depth:
@@ -239,14 +258,14 @@ class Engine:
         return response
 
     def _send_feedback(self, state: RunState, text: str, err: OutputParserError) -> Generator[Event, None, None]:
-        failure = ParseFailureStep(text, err.feedback)
+        failure = ParseFailureStep(self._hide(text), self._hide(err.feedback))
         state.parse_failures.append(failure)
         state.messages.extend(failure.render())
-        yield ErrorEvent(err.feedback, "OutputParserError", self.settings.depth)
+        yield ErrorEvent(failure.feedback, "OutputParserError", self.settings.depth)
 
     def _give_up_on_parsing(self, state: RunState, text: str, err: OutputParserError) -> RunGen:
-        state.parse_failures.append(ParseFailureStep(text, err.feedback))  # the last one too: every reply
-        yield ErrorEvent(err.feedback, "OutputParserError", self.settings.depth)  # that could not be read
+        state.parse_failures.append(ParseFailureStep(self._hide(text), self._hide(err.feedback)))  # the last
+        yield ErrorEvent(self._hide(err.feedback), "OutputParserError", self.settings.depth)  # one too
         output = text.strip() or self._prompts(state).render("empty_reply")
         return (yield from self._answer(state, output, "parse_error"))
 
@@ -256,20 +275,22 @@ class Engine:
         if context is None:  # one per run: nothing in it changes from step to step
             context = state.tool_context = ToolContext(
                 session_id=state.session_id, depth=self.settings.depth, budget=self.budget, llm=self.llm,
-                emit=state.emit, approve=self.approve, usage=state.usage, redactor=self.redactor)
+                emit=state.emit, approve=self.approve, usage=state.usage, redactor=self.redactor,
+                taint=self._run_taint())
         yield _TOOL_START  # the async driver runs the call in a thread, until _TOOL_END (or the next LLM call)
         outcome = yield from dispatch(self.tools, action.tool, action.tool_input, context,
                                       prompts=self._prompts(state), max_chars=self.settings.observation_max_chars,
                                       native=call_id is not None, nested=state.drain_nested)
         yield _TOOL_END
-        step = ToolStep(outcome.tool, action.tool_input, outcome.observation, action.thought, action.log or "",
-                        outcome.status, outcome.seconds, call_id)
+        step = ToolStep(outcome.tool, redact_value(action.tool_input, self.redactor), outcome.observation,
+                        self._hide(action.thought), self._hide(action.log or ""), outcome.status, outcome.seconds,
+                        call_id)
         state.steps.append(step)
         if call_id is None:
-            message = self._prompts(state).render("observation", observation=outcome.observation)
+            message = self._prompts(state).render("observation", observation=outcome.for_llm)
             state.messages.extend(step.render(message))
         else:
-            state.messages.append(native.tool_message(call_id, outcome.observation))
+            state.messages.append(native.tool_message(call_id, outcome.for_llm))
 
     def _finish_at_depth(self, state: RunState, pending_output: str | None, stream: bool) -> RunGen:
         """One last LLM call, without tools, for the final answer (``pending_output``: the reply whose
@@ -307,6 +328,7 @@ class Engine:
         return (yield from self._answer(state, output, "cancelled"))
 
     def _answer(self, state: RunState, output: str, stopped_by: str) -> RunGen:
+        output = self._hide(output)
         yield AnswerEvent(output, stopped_by, self.settings.depth)
         return state.result(output, stopped_by)  # type: ignore[arg-type]
 
@@ -319,7 +341,7 @@ class Engine:
         state.messages.append(native.assistant_message(reply.text, calls))
         thought = (reply.text or "").strip()
         if thought:
-            yield ThoughtEvent(thought, self.settings.depth)
+            yield ThoughtEvent(self._hide(thought), self.settings.depth)
         for i, call in enumerate(calls):
             if state.tool_calls >= self.settings.think_depth:
                 not_run = self._prompts(state).render("not_run_native", think_depth=self.settings.think_depth)
@@ -343,6 +365,18 @@ class Engine:
 
     def _prompts(self, state: RunState) -> PromptSet:
         return load_prompts(state.language)
+
+    def _hide(self, text: str) -> str:
+        """The model's text as it leaves the run (events, steps, the answer): configured secrets hidden."""
+        return redact_value(text, self.redactor)
+
+    def _run_taint(self) -> RunTaint:
+        """This run's taint state: the caller's (a nested engine), the run budget's, or a new one."""
+        if self.taint is not None:
+            return self.taint
+        if isinstance(self.budget, RunBudget):
+            return self.budget.taint_with(self.settings.egress_policy)
+        return RunTaint(self.settings.egress_policy)
 
     def _initial_messages(self, query: str, history: Sequence[Message], language: str) -> list[Message]:
         prompts = load_prompts(language)

@@ -17,6 +17,10 @@ is a timeout) sleeps on the lock's condition until the nearest deadline. A
 task past ``timeout`` is reported as ``timeout`` and its dependents are
 skipped; its thread may linger, but it no longer holds a worker slot, cannot
 block the answer, and cannot keep the interpreter from exiting.
+
+A task's result is ``untrusted`` when its tool reads content nobody here
+controls (``reads_untrusted``) or a task it depends on had such a result: its
+input may carry that content, so its output may too.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from ..config import SETTINGS
 from ..engine.dispatch import clean_observation, dispatch, drive
 from ..engine.prompts import PromptSet, load_prompts
 from ..events import Event
+from ..run.control import RunBudget
+from ..run.taint import EgressPolicy, RunTaint
 from ..tools.base import Tool, ToolContext
 from .binding import FILE_KINDS, UnresolvedPlaceholder, locate, resource_value, substitute, tool_input, workspace_roots
 from .catalog import supports_model_selection
@@ -108,9 +114,10 @@ class DagRun:
         self.assignments = dict(assignments or {})
         self.max_workers = max(1, int(max_workers))
         self.timeout = timeout if timeout and timeout > 0 else None
-        # nested engines (subtree tools) report into this run's event stream; approver, budget and
-        # redactor travel in the context to the one dispatch function
-        self.context = replace(context or ToolContext(), emit=(context.emit if context and context.emit else self.post))
+        # nested engines (subtree tools) report into this run's event stream; approver, budget, redactor
+        # and the run's taint state (shared by every task) travel in the context to the one dispatch function
+        given = context or ToolContext()
+        self.context = replace(given, emit=(given.emit if given.emit else self.post), taint=_taint(given))
         self.prompts = prompts or load_prompts("en")
         self.results: dict[int, TaskResult] = {
             t.id: TaskResult(t.id, t.task, model=self._model(t.id)) for t in tasks}
@@ -216,13 +223,15 @@ class DagRun:
             self._pool.submit(functools.partial(self._work, task_id))
 
     def _settle(self, result: TaskResult, status: str, now: float, *, output: str | None = None,
-                error: str | None = None, reason: str | None = None, value: str | None = None) -> None:
+                error: str | None = None, reason: str | None = None, value: str | None = None,
+                untrusted: bool = False) -> None:
         """Give a task its final status, free its slot, tell the reader."""
         result.status = status  # type: ignore[assignment]
         result.ended = now
         if result.started is None:
             result.started = now
         result.output, result.error, result.reason = output, error, reason
+        result.untrusted = untrusted and status == "ok"
         if status == "ok":
             tool = self.tools[result.tool]
             kind = getattr(tool, "output_kind", "text")
@@ -298,13 +307,14 @@ class DagRun:
                 self._wake.wait(None if nearest is None else max(0.0, nearest - self._now()))
 
     def _finish(self, task_id: int, status: str, *, output: str | None = None, error: str | None = None,
-                value: str | None = None) -> None:
+                value: str | None = None, untrusted: bool = False) -> None:
         with self._lock:
             result = self.results[task_id]
             if result.status != "running":  # timed out or cancelled meanwhile: the late result is dropped
                 log.debug("task %s finished after it was %s; result ignored", task_id, result.status)
                 return
-            self._settle(result, status, self._now(), output=output, error=error, value=value)
+            self._settle(result, status, self._now(), output=output, error=error, value=value,
+                         untrusted=untrusted)
             self._after(task_id)
 
     def _work(self, task_id: int) -> None:
@@ -312,6 +322,7 @@ class DagRun:
         try:
             tool, model = self._tool_for(task)
             outputs = {dep: self.results[dep].resource or "" for dep in task.dep}  # set: the dependency is ok
+            derived = any(self.results[dep].untrusted for dep in task.dep)  # its input may be untrusted content
             args = substitute(task.args, outputs)
             given = tool_input(tool, args)
             with self._lock:
@@ -334,7 +345,8 @@ class DagRun:
             self._finish(task_id, "failed", error=self._clean(f"{type(exc).__name__}: {exc}"))
         else:
             if outcome.status == "ok":
-                self._finish(task_id, "ok", output=outcome.text, value=outcome.value)
+                self._finish(task_id, "ok", output=outcome.text, value=outcome.value,
+                             untrusted=outcome.untrusted or derived)
             else:
                 self._finish(task_id, "failed", error=outcome.error)
 
@@ -351,6 +363,15 @@ class DagRun:
     def _model(self, task_id: int) -> str | None:
         assignment = self.assignments.get(task_id)
         return assignment.model if assignment else None
+
+
+def _taint(context: ToolContext) -> RunTaint:
+    """The request's taint state: the context's, else its run budget's, else one for this DAG."""
+    if context.taint is not None:
+        return context.taint
+    if isinstance(context.budget, RunBudget):
+        return context.budget.taint_with(EgressPolicy())
+    return RunTaint()
 
 
 def _verb(status: str) -> str:

@@ -12,6 +12,12 @@ the request's :class:`~chatgpt_tool_hub.run.control.RunBudget` ``cancel()``
 ends the wait for any of them at once, as it stops the DAG, and the request
 ends with ``stopped_by="cancelled"``. Files the request names are checked and
 copied into the workspace while the plan is validated (:mod:`.inputs`).
+
+The planner's own text is redacted like the ReAct engine's: the configured
+secrets are hidden in the answer, in its streamed tokens (the drivers' hold-back
+redaction, :class:`~chatgpt_tool_hub.engine.drivers.StreamRedactor`), in the
+plan and in the selection reasons shown as events; task results reach the
+response prompt fenced as data when they are untrusted (:mod:`.respond`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any, Callable, Generator, Mapping, Sequence
 
 from ..config import SETTINGS
 from ..engine.drivers import complete, control_of, llm_reply
+from ..engine.egress import redact_value
 from ..engine.prompts import PromptSet, detect_language, load_prompts
 from ..events import AnswerEvent, ErrorEvent, Event, TokenEvent
 from ..llm.base import LLM, LLMResponse, Message, Usage
@@ -117,6 +124,10 @@ class Request:
         self.record(response)
         return response
 
+    def redacted(self, value: Any) -> Any:
+        """``value`` (text, or JSON: dicts, lists) as it may be shown: the configured secrets hidden."""
+        return redact_value(value, self.redactor)
+
     def record(self, response: LLMResponse) -> None:
         if response.text is None:
             response.text = ""
@@ -137,14 +148,14 @@ def iter_request(req: Request) -> Gen:
 
 def _stages(req: Request, result: PlanResult, started: float) -> Gen:
     tasks, answer = yield from _plan(req, result)
-    result.plan = [t.as_dict() for t in tasks]
+    result.plan = [req.redacted(t.as_dict()) for t in tasks]
     req.check()
     if not tasks:
         if not answer:
             messages = direct_messages(req.prompts, req.query, req.history, req.settings.bot_name)
             answer = (yield from _call(req, messages, req.stream)).text.strip()
         elif req.stream:
-            yield TokenEvent(answer)  # written inside the planning reply: one token event, as streamed
+            yield TokenEvent(req.redacted(answer))  # written inside the planning reply: one token event
         return (yield from _finish(req, result, answer, "no_tools", started))
     result.assignments = yield from _select(req, tasks)
     result.tasks = yield from _execute(req, tasks, result.assignments)
@@ -156,6 +167,7 @@ def _stages(req: Request, result: PlanResult, started: float) -> Gen:
 
 
 def _finish(req: Request, result: PlanResult, output: str, stopped_by: str, started: float) -> Gen:
+    output = req.redacted(output)  # the LLM may write a configured secret into its answer
     result.output = output
     result.stopped_by = stopped_by  # type: ignore[assignment]
     result.seconds = time.perf_counter() - started
@@ -185,7 +197,8 @@ def _plan(req: Request, result: PlanResult) -> Gen:
             parsed, tasks, problems = None, [], feedback.problems
         if not problems:
             if tasks:
-                yield PlanEvent(_summary(tasks), tasks=tuple(t.as_dict() for t in tasks), attempt=attempt)
+                yield PlanEvent(req.redacted(_summary(tasks)), tasks=tuple(req.redacted(t.as_dict()) for t in tasks),
+                                attempt=attempt)
             return tasks, (parsed.answer if parsed else "")
         if attempt == 2:
             raise PlanError("the LLM's plan was invalid twice; problems with the last one:\n- "
@@ -246,8 +259,9 @@ def _select(req: Request, tasks: Sequence[Task]) -> Gen:
     for task in tasks:
         chosen = assignments[task.id]
         if chosen.model:
-            yield SelectionEvent(f"task {task.id} ({task.task}): model {chosen.model}: {chosen.reason}",
-                                 task_id=task.id, model=chosen.model, reason=chosen.reason)
+            reason = req.redacted(chosen.reason)
+            yield SelectionEvent(f"task {task.id} ({task.task}): model {chosen.model}: {reason}",
+                                 task_id=task.id, model=chosen.model, reason=reason)
     return assignments
 
 
@@ -275,7 +289,8 @@ def _execute(req: Request, tasks: Sequence[Task], assignments: Mapping[int, Assi
 
 def _call(req: Request, messages: list[Message], stream: bool) -> Gen:
     """One of the planner's own LLM calls (planning, a direct answer, the response), through the engine's
-    driver: streamed as token events when asked, recorded, ended at once by ``cancel()``."""
-    response = yield from llm_reply(req.llm, messages, control=req.control, stream=stream)
+    driver: streamed as token events when asked (the configured secrets hidden), recorded, ended at once by
+    ``cancel()``."""
+    response = yield from llm_reply(req.llm, messages, control=req.control, stream=stream, redactor=req.redactor)
     req.record(response)
     return response

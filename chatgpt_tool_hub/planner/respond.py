@@ -2,6 +2,10 @@
 
 The messages are built, not sent: the pipeline makes the one LLM call. The
 user's request and chat history are their own messages, never template text.
+A result that is content nobody here controls (``TaskResult.untrusted``) is
+shown between the engine's untrusted-content delimiters
+(:func:`chatgpt_tool_hub.engine.egress.fence`), as the ReAct engine shows such
+an observation, and the response prompt says it is data, not instructions.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import datetime as _dt
 import json
 from typing import Any, Mapping, Sequence
 
+from ..engine.egress import fence
 from ..engine.prompts import PromptSet
 from ..llm.base import Message
 from .binding import full_paths
@@ -33,7 +38,7 @@ def processes(tasks: Sequence[Task], assignments: Mapping[int, Assignment], resu
     for task in tasks:
         result = results.get(task.id)
         args = result.args if result and result.args else task.args
-        entry: dict[str, Any] = {"task": {**task.as_dict(), "args": _full(args, roots)}}
+        entry: dict[str, Any] = {"task": {**task.as_dict(), "args": _shown_args(task, args, results, roots)}}
         named = {key: originals[value] for key, value in task.args.items()
                  if isinstance(value, str) and value in originals}
         if named:
@@ -44,7 +49,8 @@ def processes(tasks: Sequence[Task], assignments: Mapping[int, Assignment], resu
         if result is not None:
             entry["status"] = result.status
             if result.status == "ok":
-                entry["inference result"] = _clip(full_paths(result.output or "", roots))
+                shown = _clip(full_paths(result.output or "", roots))
+                entry["inference result"] = fence(result.tool, shown) if result.untrusted else shown
                 if result.file:
                     entry["file"] = result.file
             else:
@@ -82,6 +88,19 @@ def cancelled_answer(prompts: PromptSet, results: Mapping[int, TaskResult]) -> s
 
 def _full(args: Mapping[str, Any], roots: Sequence[str]) -> dict[str, Any]:
     return {k: (full_paths(v, roots) if isinstance(v, str) else v) for k, v in args.items()}
+
+
+def _shown_args(task: Task, args: Mapping[str, Any], results: Mapping[int, TaskResult],
+                roots: Sequence[str]) -> dict[str, Any]:
+    """A task's arguments after substitution, full paths; a value that took in an untrusted result of a task
+    it depends on is fenced like that result."""
+    shown = _full(args, roots)
+    sources = [results[dep].tool for dep in task.dep if dep in results and results[dep].untrusted]
+    if not sources:
+        return shown
+    origin = ", ".join(dict.fromkeys(sources))
+    return {k: (fence(origin, v) if isinstance(v, str) and args.get(k) != task.args.get(k) else v)
+            for k, v in shown.items()}
 
 
 def _clip(text: str, limit: int = OUTPUT_MAX_CHARS) -> str:

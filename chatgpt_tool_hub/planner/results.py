@@ -30,6 +30,9 @@ class TaskResult:
     model: str | None = None
     started: float | None = None
     ended: float | None = None
+    # the output is content nobody here controls: the tool reads untrusted content, or its input came from
+    # such a result; the response prompt shows it fenced as data
+    untrusted: bool = False
 
     @property
     def seconds(self) -> float | None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..redact import Redactor
 from .budget import Budget
 from .steps import RunUsage
+from .taint import RunTaint
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -15,7 +16,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ToolContext", "DEFAULT_CONTEXT", "Approver"]
 
-Approver = Callable[[str, Any], bool]  # (tool name, tool input) -> allowed
+# (tool name, tool input) -> allowed; an approver that accepts a ``provenance`` keyword (or ``**kwargs``) is
+# also told where the untrusted content came from when it is asked about an egress call after it
+Approver = Callable[..., bool]
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class ToolContext:
     approve: Approver | None = None
     usage: RunUsage | None = None                  # the run's usage: tools that call an LLM add their calls
     redactor: Redactor | None = None               # the app's secret redactor (nested engines use it too)
+    taint: RunTaint | None = None                  # untrusted content the run read (shared by nested engines)
 
 
 DEFAULT_CONTEXT = ToolContext()

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from ..errors import RunError
 from .budget import Budget
+from .taint import EgressPolicy, RunTaint
 
 __all__ = ["RunBudget", "RunCancelled"]
 
@@ -35,9 +36,14 @@ class RunBudget(Budget):
     Tools that start processes register a kill hook with :meth:`on_cancel`
     for the time of their call (they find the budget in ``ToolContext.budget``):
     ``cancel()`` runs the hooks at once, from the cancelling thread.
+
+    ``taint`` is the run's :class:`~chatgpt_tool_hub.run.taint.RunTaint` (untrusted content read, hosts
+    fetched), shared the same way; :meth:`taint_with` makes it once, with the policy of whoever asks first
+    (the app, else the outermost engine).
     """
 
     reason: str = ""
+    taint: RunTaint | None = None
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
     _hooks: dict[object, Callable[[], Any]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -73,6 +79,13 @@ class RunBudget(Budget):
                 return remove
         hook()
         return lambda: None
+
+    def taint_with(self, policy: EgressPolicy) -> RunTaint:
+        """The run's taint state, made with ``policy`` when the run has none yet."""
+        with self._lock:
+            if self.taint is None:
+                self.taint = RunTaint(policy)
+            return self.taint
 
     def check(self) -> None:
         """Raise :class:`RunCancelled` when the run was cancelled."""

@@ -11,6 +11,7 @@ Each module has one job and imports only the ground floor (``errors``,
 * ``webpage`` -- read a web page through ``netguard`` and turn it into text (url-get, summary, documents)
 * ``sandbox`` / ``launcher`` -- start a process tree under limits, kill all of it
 * ``python_worker`` -- the python tool's worker process (run as a script, standard library only)
+* ``contained`` -- parse untrusted bytes in a killable child under limits (``contained_child`` is its script)
 * ``shellwords`` / ``nsfc`` -- a shell lexer and the terminal's destructive-command filter
 * ``bridge`` -- the thread <-> event-loop bridges
 * ``models`` -- the expert-model manager: lazy loads, devices, memory budget, progress

@@ -13,6 +13,13 @@
 
 WAV is read and written with the standard ``wave`` module (16-bit PCM), so no
 ffmpeg is needed.
+
+Files handed in (a path) are untrusted bytes: :func:`ingest_image` and
+:func:`ingest_audio` decode them in a contained child process
+(:func:`~chatgpt_tool_hub.runtime.contained.run_contained`: a wall limit of
+``INGEST_TIMEOUT_S``, ``INGEST_MEMORY_MB`` of address space, killed on a
+cancel), and an image's pixels are counted from its header, before anything is
+decoded: at most ``MAX_INPUT_PIXELS`` (or fewer, ``max_pixels``).
 """
 
 from __future__ import annotations
@@ -25,13 +32,16 @@ import wave
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolInputError
+from ..errors import ToolExecutionError, ToolInputError
 
-__all__ = ["MAX_IMAGE_SIDE", "MAX_INPUT_PIXELS", "IMAGE_FORMATS", "check_pixels", "new_uuid", "ingest_image",
-           "ingest_audio", "output_path", "new_path", "resolve_input", "relative", "read_wav", "write_wav"]
+__all__ = ["MAX_IMAGE_SIDE", "MAX_INPUT_PIXELS", "IMAGE_FORMATS", "INGEST_TIMEOUT_S", "INGEST_MEMORY_MB",
+           "check_pixels", "new_uuid", "ingest_image", "ingest_image_sized", "ingest_audio", "output_path", "new_path",
+           "resolve_input", "relative", "read_wav", "write_wav"]
 
 MAX_IMAGE_SIDE = 512
 MAX_INPUT_PIXELS = 40_000_000  # about 120 MB decoded as RGB; larger inputs are refused before decoding
+INGEST_TIMEOUT_S = 60.0  # wall seconds to decode one file handed in (its child process is killed past them)
+INGEST_MEMORY_MB = 1536  # address space of that child: a 40-megapixel image decodes in well under it
 # Pillow formats an input image may have, whatever its name says; never EPS/PS (they run Ghostscript)
 IMAGE_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF")
 _FOLDERS = {"image": "image", "audio": "audio", "video": "video"}
@@ -60,64 +70,136 @@ def new_path(workspace: str | os.PathLike, kind: str, ext: str) -> str:
     return f"{_FOLDERS.get(kind, kind)}/{new_uuid()}.{ext.lstrip('.')}"
 
 
-def check_pixels(image: Any, name: Any = "the image") -> None:
-    """``ToolInputError`` when an opened (not yet decoded) image has more than ``MAX_INPUT_PIXELS`` pixels."""
+def check_pixels(image: Any, name: Any = "the image", limit: int | None = None, why: str = "") -> None:
+    """``ToolInputError`` when an opened (not yet decoded) image has more than ``limit`` pixels
+    (default ``MAX_INPUT_PIXELS``; ``why`` names a smaller limit's setting in the message)."""
+    limit = MAX_INPUT_PIXELS if limit is None else limit
     width, height = image.size
-    if width * height > MAX_INPUT_PIXELS:
-        raise ToolInputError(f"file '{name}' is {width}x{height} pixels; images of at most {MAX_INPUT_PIXELS} "
+    if width * height > limit:
+        if why:
+            raise ToolInputError(f"file '{name}' is {width}x{height} pixels, more than the {limit} pixels left "
+                                 f"{why}; it was not decoded")
+        raise ToolInputError(f"file '{name}' is {width}x{height} pixels; images of at most {limit} "
                              f"pixels are read (a decompression bomb would exhaust memory)")
 
 
-def ingest_image(path: str | os.PathLike | Any, workspace: str | os.PathLike) -> str:
-    """Copy an image (a path or a PIL image) into ``image/{uuid8}.png``; returns the path relative to the workspace."""
+def ingest_image(path: str | os.PathLike | Any, workspace: str | os.PathLike, *, cancellation: Any = None) -> str:
+    """Copy an image (a path or a PIL image) into ``image/{uuid8}.png``; returns the path relative to the workspace.
+
+    A path is decoded in a contained child (:func:`ingest_image_sized`); a PIL
+    image, already decoded by the caller, here.
+    """
     from PIL import Image
 
-    root = _workspace(workspace)
     if isinstance(path, (str, os.PathLike)):
-        try:
-            with Image.open(path, formats=IMAGE_FORMATS) as opened:  # no EPS (Ghostscript) and the like
-                check_pixels(opened, path)  # before decoding: a 400 KB PNG can hold 1 GB of pixels
-                image = opened.convert("RGB")
-        except FileNotFoundError:
-            raise ToolInputError(f"file '{path}' does not exist") from None
-        except (OSError, Image.DecompressionBombError) as exc:
-            raise ToolInputError(f"file '{path}' is not an image this tool can read: {exc}") from None
-    else:
-        image = path.convert("RGB")
+        return ingest_image_sized(path, workspace, cancellation=cancellation)[0]
+    root = _workspace(workspace)
+    (root / "image").mkdir(exist_ok=True)
+    name = f"image/{new_uuid()}.png"
+    _shrink(path.convert("RGB"), Image).save(root / name, "PNG")
+    return name
+
+
+def ingest_image_sized(path: str | os.PathLike, workspace: str | os.PathLike, *, max_pixels: int = MAX_INPUT_PIXELS,
+                       why: str = "", timeout: float = INGEST_TIMEOUT_S, memory_mb: int = INGEST_MEMORY_MB,
+                       cancellation: Any = None) -> tuple[str, int]:
+    """Decode the image file ``path`` in a contained child into ``image/{uuid8}.png``: ``(its name, the pixels
+    decoded)``.
+
+    The image is refused before decoding when it has more than ``max_pixels``
+    pixels (at most ``MAX_INPUT_PIXELS``; ``why`` names the setting of a
+    smaller limit), and its child is killed past ``timeout`` seconds,
+    ``memory_mb`` MiB or on ``cancellation`` (a ``ContainedError``).
+    """
+    from .contained import run_contained
+
+    root = _workspace(workspace)
+    (root / "image").mkdir(exist_ok=True)
+    name = f"image/{new_uuid()}.png"
+    target = root / name
+    limit = min(int(max_pixels), MAX_INPUT_PIXELS)
+    # the child works in a folder of its own: the source by its absolute path, its name as given in messages
+    payload = {"source": os.path.abspath(path), "name": os.fspath(path), "target": str(target),
+               "max_pixels": limit, "why": why if limit < MAX_INPUT_PIXELS else ""}
+    try:
+        pixels = run_contained("chatgpt_tool_hub.runtime.filenames:decode_image", payload, wall_s=timeout,
+                               memory_mb=memory_mb, cancel=cancellation, what=f"decoding the image '{path}'")
+    except BaseException:
+        for leftover in (target, target.with_name(target.name + ".part")):
+            leftover.unlink(missing_ok=True)
+        raise
+    return name, int(pixels)
+
+
+def decode_image(payload: dict) -> int:
+    """In the contained child: ``payload["source"]`` as an RGB PNG, long side at most ``MAX_IMAGE_SIDE``, at
+    ``payload["target"]``; the pixels of the original. Refused before decoding past ``payload["max_pixels"]``."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ToolExecutionError('images need Pillow: pip install "chatgpt-tool-hub[images]"') from None
+    source, name, limit = payload["source"], payload.get("name", payload["source"]), int(payload["max_pixels"])
+    Image.MAX_IMAGE_PIXELS = MAX_INPUT_PIXELS  # Pillow's own check (at twice that), for what it reads itself
+    try:
+        with Image.open(source, formats=IMAGE_FORMATS) as opened:  # no EPS (Ghostscript) and the like
+            check_pixels(opened, name, limit, payload.get("why", ""))  # before decoding: a 400 KB PNG can
+            width, height = opened.size                               # hold 1 GB of pixels
+            image = opened.convert("RGB")
+    except FileNotFoundError:
+        raise ToolInputError(f"file '{name}' does not exist") from None
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise ToolInputError(f"file '{name}' is not an image this tool can read: {exc}") from None
+    part = payload["target"] + ".part"
+    _shrink(image, Image).save(part, "PNG")
+    os.replace(part, payload["target"])  # a child killed while writing leaves no half image under the name
+    return width * height
+
+
+def _shrink(image: Any, pil: Any) -> Any:
+    """``image`` with its long side at most ``MAX_IMAGE_SIDE`` (aspect kept)."""
     width, height = image.size
     scale = MAX_IMAGE_SIDE / max(width, height)
     if scale < 1:
         image = image.resize((max(1, round(width * scale)), max(1, round(height * scale))),
-                             Image.Resampling.LANCZOS)
-    (root / "image").mkdir(exist_ok=True)
-    name = f"image/{new_uuid()}.png"
-    image.save(root / name, "PNG")
-    return name
+                             pil.Resampling.LANCZOS)
+    return image
 
 
 def ingest_audio(source: str | os.PathLike | Any, workspace: str | os.PathLike,
-                 sampling_rate: int | None = None) -> str:
+                 sampling_rate: int | None = None, *, cancellation: Any = None) -> str:
     """Copy a WAV file, or write a numpy array (float in [-1, 1] or int16), to ``audio/{uuid8}.wav``.
 
-    Arrays need ``sampling_rate``. Returns the path relative to the workspace.
+    Arrays need ``sampling_rate``. A file is checked in a contained child
+    first (:func:`check_wav`). Returns the path relative to the workspace.
     """
     root = _workspace(workspace)
     (root / "audio").mkdir(exist_ok=True)
     name = f"audio/{new_uuid()}.wav"
     if isinstance(source, (str, os.PathLike)):
+        from .contained import run_contained
+
         if not os.path.isfile(source):
             raise ToolInputError(f"file '{source}' does not exist")
-        try:
-            with wave.open(str(source), "rb"):
-                pass
-        except (wave.Error, EOFError) as exc:
-            raise ToolInputError(f"file '{source}' is not a WAV file ({exc}); convert it to WAV first") from None
+        run_contained("chatgpt_tool_hub.runtime.filenames:check_wav", (os.path.abspath(source), os.fspath(source)),
+                      wall_s=INGEST_TIMEOUT_S, memory_mb=INGEST_MEMORY_MB, cancel=cancellation,
+                      what=f"reading the audio file '{source}'")
         shutil.copyfile(source, root / name)
     else:
         if not sampling_rate:
             raise ToolInputError("ingest_audio needs sampling_rate when given an array")
         write_wav(root / name, source, int(sampling_rate))
     return name
+
+
+def check_wav(source: tuple[str, str]) -> tuple[int, int, int]:
+    """In the contained child: ``(channels, sampling rate, frames)`` of the WAV file at ``source[0]`` (an
+    absolute path; ``source[1]`` is its name in messages), or ``ToolInputError`` when it is not one."""
+    path, name = source
+    try:
+        with wave.open(path, "rb") as wav:
+            return wav.getnchannels(), wav.getframerate(), wav.getnframes()
+    except (wave.Error, EOFError) as exc:
+        raise ToolInputError(f"file '{name}' is not a WAV file ({exc}); convert it to WAV first") from None
 
 
 def write_wav(path: str | os.PathLike, samples: Any, sampling_rate: int) -> None:

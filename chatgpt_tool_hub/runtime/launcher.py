@@ -2,7 +2,8 @@
 
 ``python -I -S launcher.py MODE LIMITS WATCH_FD COMMAND...`` sets the rlimits
 in ``LIMITS`` (``RLIMIT_AS=soft:hard,RLIMIT_CPU=soft:hard,...``; ``-`` for
-none) and then, by ``MODE``:
+none), empties the capability bounding set when it runs as root (the command
+then holds no capability: see :func:`drop_capabilities`) and then, by ``MODE``:
 
 * ``exec``: it makes itself a *child subreaper* (Linux: orphaned descendants
   are re-parented to this process instead of to init) and becomes the command.
@@ -44,6 +45,7 @@ import time
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_CAPBSET_DROP = 24
 CLEANUP_S = 2.0  # how long a supervisor keeps killing what the command left behind
 TREE_ROUNDS = 5  # how often to look again for processes forked while the tree was being stopped
 _LINUX = sys.platform.startswith("linux")
@@ -70,6 +72,21 @@ def _prctl(option, value):
 def become_subreaper():
     """Keep orphaned descendants in this process's tree (Linux); quietly nothing elsewhere."""
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def drop_capabilities():
+    """Empty the capability bounding set (Linux, as root): the command, once it is started, holds no
+    capability, so a server running as root and made non-dumpable keeps its ``/proc/<pid>/environ`` and
+    ``mem`` from the code it runs (reading them needs ``CAP_SYS_PTRACE``), and the code cannot ptrace this
+    supervisor either. Nothing for other users (they hold none); False where it could not be done."""
+    if not _LINUX or os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", "rb") as handle:
+            last = int(handle.read().strip())
+    except (OSError, ValueError):
+        last = 40
+    return all([_prctl(PR_CAPBSET_DROP, cap) for cap in range(last + 1)])
 
 
 def processes():
@@ -306,6 +323,7 @@ def main():
         name, _, values = item.partition("=")
         soft, _, hard = values.partition(":")
         resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))
+    drop_capabilities()
     if mode == "supervise" and _LINUX:
         watch_fd = None if watch == "-" else int(watch)
         if watch_fd is not None:

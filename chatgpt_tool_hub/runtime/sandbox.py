@@ -3,7 +3,8 @@
 :func:`run_sandboxed` starts ``argv`` in a new session (so it leads its own
 process group), with a scrubbed environment, a working directory, an address
 space limit (``RLIMIT_AS``), a CPU-time limit (``RLIMIT_CPU``, about the wall
-timeout plus one second) and no core dumps. A wall-clock timeout kills the whole
+timeout plus one second), optionally a file-size limit (``RLIMIT_FSIZE``), no
+core dumps and, when the application runs as root, no capabilities. A wall-clock timeout kills the whole
 process tree with ``SIGKILL`` (:func:`kill_tree`: the process group, and on
 Linux every descendant, also those that left the group with ``setsid``), and
 so does the end of the command: nothing it started in the background outlives
@@ -150,6 +151,7 @@ def run_sandboxed(
     env: Mapping[str, str] | None = None,
     private_tmp: bool = True,
     merge_stderr: bool = True,
+    max_file_mb: int | None = None,
 ) -> SandboxResult:
     """Run ``argv`` in a limited child process and return its merged output.
 
@@ -164,6 +166,7 @@ def run_sandboxed(
         env: the child's whole environment; ``None`` uses :func:`scrubbed_env`.
         private_tmp: give the child a fresh ``TMPDIR``, removed afterwards.
         merge_stderr: ``False`` sends the child's stderr to ``/dev/null``.
+        max_file_mb: ``RLIMIT_FSIZE`` in MiB (largest file the child may write); ``None`` or ``<= 0``: none.
     """
     if not argv:
         raise ValueError("run_sandboxed needs a command")
@@ -178,7 +181,7 @@ def run_sandboxed(
         if not _POSIX:
             return _run_windows(list(argv), data, cwd, timeout, max_output_chars, child_env, merge_stderr)
         return _run_posix(list(argv), data, cwd, timeout, max_memory_mb, max_output_chars, child_env,
-                          merge_stderr)
+                          merge_stderr, max_file_mb)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -195,8 +198,11 @@ _LINUX = sys.platform.startswith("linux")
 _TREE_ROUNDS = 5  # kill_tree: how often to look again for children forked while looking
 
 
-def rlimits(cpu_seconds: float, max_memory_mb: int | None) -> dict[str, list[int]]:
-    """The limits the launcher sets: ``RLIMIT_AS``, ``RLIMIT_CPU`` (soft, hard + 1), no core."""
+def rlimits(cpu_seconds: float, max_memory_mb: int | None, max_file_mb: int | None = None) -> dict[str, list[int]]:
+    """The limits the launcher sets: ``RLIMIT_AS``, ``RLIMIT_CPU`` (soft, hard + 1), no core, and with
+    ``max_file_mb`` (> 0) ``RLIMIT_FSIZE``, so that one command cannot fill the disk with one file: a write
+    past that size ends a program with ``SIGXFSZ``, or fails with ``EFBIG`` ("File too large") in one that
+    ignores the signal, as Python does."""
     import math
     import resource
 
@@ -212,13 +218,17 @@ def rlimits(cpu_seconds: float, max_memory_mb: int | None) -> dict[str, list[int
     if max_memory_mb and max_memory_mb > 0:
         size = int(max_memory_mb) * 1024 * 1024
         capped("RLIMIT_AS", size, size)
+    if max_file_mb and max_file_mb > 0:
+        size = int(max_file_mb) * 1024 * 1024
+        capped("RLIMIT_FSIZE", size, size)
     cpu = max(1, int(math.ceil(cpu_seconds)))  # SIGXCPU at the soft limit, SIGKILL at the hard one
     capped("RLIMIT_CPU", cpu, cpu + 1)
     return limits
 
 
 def spawn_limited(argv: Sequence[str], *, cwd: str | os.PathLike, env: Mapping[str, str], cpu_seconds: float,
-                  max_memory_mb: int | None = None, supervise: bool = False, **popen_kwargs) -> subprocess.Popen:
+                  max_memory_mb: int | None = None, supervise: bool = False, max_file_mb: int | None = None,
+                  **popen_kwargs) -> subprocess.Popen:
     """Start ``argv`` (POSIX) in a new session under :func:`rlimits`; the caller owns the process.
 
     With ``supervise`` (Linux) the returned process is a supervisor that runs
@@ -241,7 +251,8 @@ def spawn_limited(argv: Sequence[str], *, cwd: str | os.PathLike, env: Mapping[s
     if mode == "supervise":  # the supervisor sees end of file on watch_r when this process is gone
         watch_r, watch_w = os.pipe()
         pass_fds += (watch_r,)
-    limits = ",".join(f"{name}={soft}:{hard}" for name, (soft, hard) in rlimits(cpu_seconds, max_memory_mb).items())
+    limits = ",".join(f"{name}={soft}:{hard}"
+                      for name, (soft, hard) in rlimits(cpu_seconds, max_memory_mb, max_file_mb).items())
     launcher = [sys.executable, "-I", "-S", _LAUNCHER, mode, limits or "-", "-" if watch_r is None else str(watch_r)]
     try:
         proc = subprocess.Popen(launcher + list(argv), cwd=os.fspath(cwd), env=dict(env),
@@ -271,13 +282,14 @@ def release(proc: subprocess.Popen) -> None:
 
 
 def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_memory_mb: int | None,
-               max_output_chars: int, env: dict[str, str], merge_stderr: bool) -> SandboxResult:
+               max_output_chars: int, env: dict[str, str], merge_stderr: bool,
+               max_file_mb: int | None = None) -> SandboxResult:
     import selectors
 
     collector = OutputCollector(max_output_chars)
     started = time.monotonic()
     proc = spawn_limited(argv, cwd=cwd, env=env, cpu_seconds=timeout + 1, max_memory_mb=max_memory_mb,
-                         supervise=True, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                         supervise=True, max_file_mb=max_file_mb, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.DEVNULL)
     timed_out = False
     sel = selectors.DefaultSelector()

@@ -5,7 +5,9 @@
   streamed and reading stops at ``max_bytes``, and the whole fetch (redirects,
   headers, body) ends after 4 x ``timeout``, however slowly the server drips
   its answer. The body of a declared binary type is not downloaded unless
-  ``any_type`` asks for it (a PDF for the document tools).
+  ``any_type`` asks for it (a PDF for the document tools). With an allow-list
+  (``url_get_allowed_hosts``), a host that is not on it -- the first URL's or
+  a redirect's -- is refused before it is resolved.
 * :func:`page_text` decodes a page by its content type (declared charset,
   ``<meta charset>``, UTF-8 or a guess; only allowed text codecs): HTML becomes
   title + text (:func:`html_to_text`), JSON is pretty-printed, text stays text.
@@ -22,6 +24,7 @@ The limits are a :class:`FetchLimits`, read from the ``url_get_*`` settings and
 
 from __future__ import annotations
 
+import fnmatch
 import html as html_lib
 import json
 import re
@@ -29,13 +32,14 @@ import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any, Callable
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
 from ..errors import ConfigError, ToolHubError
 from ..textutil import clip_text, content_type, decode_text, strip_control, text_codec
 from .netguard import (
+    BlockedURLError,
     CheckedURL,
     DeadlineExceeded,
     PinnedSession,
@@ -45,7 +49,8 @@ from .netguard import (
 )
 
 __all__ = ["FetchError", "FetchLimits", "Page", "fetch_page", "read_page", "render_page", "page_text",
-           "html_to_text", "is_binary_type", "sniff_binary", "MAX_REDIRECTS", "HEADERS"]
+           "html_to_text", "is_binary_type", "sniff_binary", "MAX_REDIRECTS", "HEADERS", "parse_host_patterns",
+           "host_allowed", "origin_of"]
 
 MAX_REDIRECTS = 5
 REDIRECT_CODES = (301, 302, 303, 307, 308)
@@ -77,12 +82,15 @@ class FetchError(ToolHubError):
 
 @dataclass(frozen=True)
 class FetchLimits:
-    """What a fetch may do: reach private addresses, read ``max_bytes``, wait ``timeout`` s per connect and read."""
+    """What a fetch may do: reach private addresses, read ``max_bytes``, wait ``timeout`` s per connect and read,
+    reach only the hosts ``allowed_hosts`` names (host names or addresses, ``*.example.test`` wildcards;
+    empty: any host the address check lets through)."""
 
     allow_private: bool = False
     max_bytes: int = 2_000_000
     timeout: float = 15.0
     proxy: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
 
     @property
     def total_timeout(self) -> float:
@@ -91,11 +99,13 @@ class FetchLimits:
 
     @classmethod
     def from_settings(cls, settings: Any, proxy: str | None = None) -> "FetchLimits":
-        """The ``url_get_allow_private``, ``url_get_max_bytes`` and ``url_get_timeout`` settings (a typed
+        """The ``url_get_allow_private``, ``url_get_max_bytes``, ``url_get_timeout`` and
+        ``url_get_allowed_hosts`` settings (a typed
         settings view: ``settings.get(key, default)``) and ``proxy``; a value <= 0 is a ``ConfigError``."""
         limits = cls(allow_private=bool(settings.get("url_get_allow_private", False)),
                      max_bytes=int(settings.get("url_get_max_bytes", 2_000_000)),
-                     timeout=float(settings.get("url_get_timeout", 15.0)), proxy=proxy or None)
+                     timeout=float(settings.get("url_get_timeout", 15.0)), proxy=proxy or None,
+                     allowed_hosts=parse_host_patterns(settings.get("url_get_allowed_hosts", None)))
         for key, value in (("url_get_max_bytes", limits.max_bytes), ("url_get_timeout", limits.timeout)):
             if value <= 0:
                 raise ConfigError(f"setting '{key}' must be > 0", key=key)
@@ -135,7 +145,9 @@ def fetch_page(url: str, limits: FetchLimits, *, any_type: bool = False) -> Page
         with session.deadline(limits.total_timeout):
             current = url
             for _ in range(MAX_REDIRECTS + 1):
+                _check_allowed(current, limits.allowed_hosts)
                 checked = session.pin(check_url(current, limits.allow_private))
+                _check_allowed(checked.url, limits.allowed_hosts)
                 response = _request(session, checked, limits)
                 location = response.headers.get("Location") if response.status_code in REDIRECT_CODES else None
                 if not location:
@@ -149,6 +161,62 @@ def fetch_page(url: str, limits: FetchLimits, *, any_type: bool = False) -> Page
                          f"(stopped before {current})")
     finally:
         session.close()
+
+
+# ---- the host allow-list -----------------------------------------------------------------------
+
+
+def parse_host_patterns(value: Any) -> tuple[str, ...]:
+    """An allow-list setting (a comma-separated string or a list) as lower-case patterns; a pattern that
+    is not a host name, an address or a ``*.`` wildcard is a ``ConfigError``."""
+    if value is None or value == "":
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else None
+    if items is None:
+        raise ConfigError("setting 'url_get_allowed_hosts' must be host names separated by commas",
+                          key="url_get_allowed_hosts")
+    patterns = tuple(str(p).strip().lower().rstrip(".").strip("[]") for p in items if str(p).strip())
+    for pattern in patterns:
+        if not re.fullmatch(r"(\*\.)?[a-z0-9_*-]+(\.[a-z0-9_*-]+)*|[0-9a-f:.]+", pattern):
+            raise ConfigError(f"setting 'url_get_allowed_hosts': {pattern[:80]!r} is not a host name, an address or "
+                              f"a wildcard such as *.example.test", key="url_get_allowed_hosts")
+    return patterns
+
+
+def host_allowed(host: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``host`` matches one of ``patterns`` (none: every host); ``*.example.test`` matches the names
+    below example.test, not example.test itself."""
+    if not patterns:
+        return True
+    name = host.lower().rstrip(".").strip("[]")
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def origin_of(url: str) -> str | None:
+    """``host:port`` of an http(s) URL (the default port of its scheme when none is given), else None."""
+    try:
+        parts = urlsplit(url.strip())
+        host, port = parts.hostname, parts.port
+    except (ValueError, AttributeError):
+        return None
+    scheme = (parts.scheme or "").lower()
+    if not host or scheme not in ("http", "https"):
+        return None
+    host = host.lower().rstrip(".")
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port or (443 if scheme == 'https' else 80)}"
+
+
+def _check_allowed(url: str, patterns: tuple[str, ...]) -> None:
+    if not patterns:
+        return
+    try:
+        host = urlsplit(url.strip()).hostname or ""
+    except ValueError:
+        host = ""
+    if not host or not host_allowed(host, patterns):
+        raise BlockedURLError(f"refused to fetch {host or url[:80]}: it is not among the hosts this app may fetch "
+                              f"(url_get_allowed_hosts: {', '.join(patterns)})")
 
 
 def _request(session: PinnedSession, checked: CheckedURL, limits: FetchLimits) -> requests.Response:

@@ -11,7 +11,10 @@ it finds everything it needs in ``app.state.tool_hub`` (a :class:`ServerState`).
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,11 +28,14 @@ from starlette.responses import FileResponse
 from ..apps.factory import AppFactory
 from ..errors import ConfigError
 from ..llm.base import LLM
+from ..runtime.contained import Cancellation
 from ..tools.base import Tool
-from .asgi import ApiError, RunResponse, Slots, error_response, read_json
+from .asgi import ApiError, RunResponse, Slots, error_response, read_json, send_json, timeout_error, with_deadline
 from .chat import RunContext, announce, parse_request, prepare_images, run_chat
 from .files import resolve_download, served_as
+from .guard import Boundary, BoundaryPolicy
 from .settings import ServeSettings, parse_web
+from .tenancy import app_settings, check_shared_trust, served_code_tools
 from .users import User, UserApps, identify
 
 __all__ = ["create_server", "ServerState"]
@@ -49,6 +55,13 @@ class ServerState:
     config: dict
 
     def user_of(self, authorization: str | None, user: Any = None) -> User:
+        token = self.settings.local_token
+        if token is not None and not self.settings.api_keys:  # a keyless server: its token is the only key
+            scheme, _, given = (authorization or "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+                raise ApiError(401, "this server wants its local token as the API key: send Authorization: "
+                                    "Bearer <token> (tool-hub serve printed it when it started)",
+                               code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
         found = identify(authorization, user, self.settings.api_keys)
         if found is None:
             raise ApiError(401, "a valid API key is needed: send Authorization: Bearer <key> (serve_api_keys)",
@@ -77,10 +90,12 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     factory = AppFactory()
     config = factory.resolve_settings(**settings)
     serve = ServeSettings.from_config(config.values)
+    check_shared_trust(serve.api_keys, served_code_tools(factory.registry, tools_list, config), serve.shared_trust)
     if llm is None and llm_factory is None:
         llm = factory.create_llm(config)  # one client, one connection pool, for every user
     executor = ThreadPoolExecutor(max(8, serve.max_concurrent_runs + 4), thread_name_prefix="tool-hub-serve")
     passed = {k: v for k, v in settings.items() if not k.startswith("serve_")}
+    passed = {**app_settings(config.values, serve.max_python_workers), **passed}  # shared by every user's app
 
     def build(user: User, app_type: str, workspace: Path) -> Any:
         # a user's code can write the schedules file in its workspace: it never starts runs of its own here
@@ -89,6 +104,7 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
 
     apps = UserApps(build, serve.workspace_root, max_users=serve.max_users, ttl_s=serve.user_ttl_s,
                     executor=executor)
+    apps.configure_tenancy(serve)
     state = ServerState(serve, apps, Slots(serve.max_concurrent_runs), executor, dict(config.values))
 
     @asynccontextmanager
@@ -131,38 +147,11 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
         chat = parse_request(body, serve.models)
         user = state.user_of(authorization, chat.user)
         state.take_slot()
-        workspace = apps.workspace(user)
-
-        def prepare() -> tuple[list[str], Any]:  # the blocking part, in one trip to a thread
-            workspace.mkdir(parents=True, exist_ok=True)
-            names = prepare_images(chat, workspace, max_bytes=serve.max_body_bytes,
-                                   allow_private=serve.allow_private_images)
-            return names, apps.acquire(user, chat.app_type)
-
-        try:
-            names, user_app = await state.blocking(prepare)
-        except BaseException:
-            state.slots.give()
-            raise
-
-        def done() -> None:
-            apps.release(user, chat.app_type)
-            state.slots.give()
-
-        try:
-            history = list(chat.history)
-            if names:
-                history += await state.blocking(announce, user_app, names, chat.question)
-        except BaseException:
-            done()
-            raise
-        context = RunContext(user_app, chat, history, f"user-{user.folder}", workspace, user.folder,
-                             str(request.base_url), serve.link_secret, serve.request_timeout_s)
-        return RunResponse(lambda send: run_chat(context, send), done)
+        return RunResponse(*_chat_job(state, chat, user, str(request.base_url)))
 
     @app.get("/files/{folder}/{name:path}")
-    async def files(folder: str, name: str, sig: str | None = None):
-        path = resolve_download(serve.workspace_root, serve.link_secret, folder, name, sig)
+    async def files(folder: str, name: str, sig: str | None = None, exp: str | None = None):
+        path = resolve_download(serve.workspace_root, serve.link_secret, folder, name, sig, exp)
         if path is None:
             raise ApiError(404, "no such file, or the link is not valid", code="not_found")
         media_type, headers = served_as(path)
@@ -181,7 +170,66 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
             raise ConfigError(MISSING, key="serve_web")
         else:
             log.info("no web page: %s", MISSING)
+    # outermost: the host, the origin and (keyless) the local token are checked before anything else runs
+    app.add_middleware(Boundary, policy=BoundaryPolicy.of(
+        bind_host=serve.host, allowed_hosts=serve.allowed_hosts, allowed_origins=serve.allowed_origins,
+        token=serve.local_token))
     return app
+
+
+def _chat_job(state: ServerState, chat: Any, user: User, base_url: str) -> tuple[Callable[..., Any], Callable[[], None]]:
+    """The job of one chat request and its ``done``. Everything after the request was read runs inside the
+    job, so the client going away and the request's time limit stop it too: copying and decoding the images
+    it carries (in a killable child, see ``prepare_images``), getting the user's app, the run."""
+    serve, apps = state.settings, state.apps
+    workspace = apps.workspace(user)
+    cancellation = Cancellation()
+    lock = threading.Lock()
+    held = [False, False]  # [the app is acquired, the request has ended]
+
+    def prepare(deadline: float | None) -> tuple[Any, list[dict]]:  # the blocking part, in one trip to a thread
+        workspace.mkdir(parents=True, exist_ok=True)
+        names = prepare_images(chat, workspace, max_bytes=serve.max_body_bytes,
+                               allow_private=serve.allow_private_images, max_pixels=serve.max_image_pixels,
+                               cancellation=cancellation, deadline=deadline)
+        user_app = apps.acquire(user, chat.app_type)
+        with lock:
+            if held[1]:  # the request ended while this thread was busy: give the app back at once
+                apps.release(user, chat.app_type)
+                raise ApiError(499, "the client went away", code="cancelled")
+            held[0] = True
+        history = list(chat.history)
+        if names:
+            history += announce(user_app, names, chat.question)
+        return user_app, history
+
+    def done() -> None:
+        cancellation.cancel()  # children still decoding for this request are killed
+        with lock:
+            held[1] = True
+            acquired, held[0] = held[0], False
+        if acquired:
+            apps.release(user, chat.app_type)
+        state.slots.give()
+
+    async def job(send: Any) -> None:
+        limit = serve.request_timeout_s
+        deadline = time.monotonic() + limit if limit > 0 else None
+        try:
+            timed_out, prepared = await with_deadline(state.blocking(prepare, deadline), limit)
+        except ApiError as exc:
+            return await send_json(send, exc.status, exc.payload())
+        if timed_out:
+            cancellation.cancel()
+            error = timeout_error(limit)
+            return await send_json(send, error.status, error.payload())
+        user_app, history = prepared
+        left = max(0.001, deadline - time.monotonic()) if deadline is not None else 0.0
+        context = RunContext(user_app, chat, history, f"user-{user.folder}", workspace, user.folder,
+                             base_url, serve.link_secret, left, serve.link_ttl_s)
+        await run_chat(context, send)
+
+    return job, done
 
 
 async def _prune_forever(state: ServerState) -> None:
@@ -190,6 +238,7 @@ async def _prune_forever(state: ServerState) -> None:
         await asyncio.sleep(PRUNE_EVERY_S)
         try:
             await state.blocking(state.apps.prune)
+            await state.blocking(state.apps.prune_folders)
             for app in state.apps.all_apps():
                 await state.blocking(app.prune_sessions)
         except Exception:  # noqa: BLE001 - never let the pruner die

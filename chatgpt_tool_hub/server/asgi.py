@@ -15,7 +15,7 @@ from starlette.types import Scope
 
 from ..errors import LLMError, RunError, UserError
 
-__all__ = ["ApiError", "read_json", "error_response", "Slots", "RunResponse", "StreamBody", "sse"]
+__all__ = ["ApiError", "read_json", "is_json_type", "error_response", "Slots", "RunResponse", "StreamBody", "sse"]
 
 log = logging.getLogger("chatgpt_tool_hub.server")
 Send = Callable[[dict], Awaitable[None]]
@@ -38,7 +38,12 @@ def error_response(error: ApiError) -> JSONResponse:
 
 
 async def read_json(request: Request, limit: int) -> Any:
-    """The request's JSON body; HTTP 413 past ``limit`` bytes (announced or sent), 400 when it is not JSON."""
+    """The request's JSON body; HTTP 415 unless it is declared ``application/json`` (a cross-site form or a
+    ``text/plain`` beacon, which browsers send without asking, is never read), 413 past ``limit`` bytes
+    (announced or sent), 400 when it is not JSON."""
+    if not is_json_type(request.headers.get("content-type", "")):
+        raise ApiError(415, "the request body must be JSON: send Content-Type: application/json",
+                       code="unsupported_media_type")
     declared = request.headers.get("content-length")
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body is {int(declared)} bytes; this server takes at most {limit} "
@@ -56,6 +61,12 @@ async def read_json(request: Request, limit: int) -> Any:
         raise ApiError(400, "the request body is not valid JSON") from None
     except RecursionError:
         raise ApiError(400, "the request body's JSON is nested too deeply") from None
+
+
+def is_json_type(content_type: str) -> bool:
+    """``application/json`` or ``application/<something>+json``, with any parameters."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 class BodyLimit:

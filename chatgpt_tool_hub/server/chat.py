@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ..apps.files import announcement, describe
+from ..config import SETTINGS
 from ..engine.prompts import detect_language
 from ..errors import RunError, UserError
+from ..runtime.contained import Cancellation
 from .asgi import (
     ApiError,
     StreamBody,
@@ -31,7 +33,7 @@ from .asgi import (
     timeout_error,
     with_deadline,
 )
-from .files import IMAGE_SUFFIXES, ImageError, find_files, ingest_image_url, signed_path
+from .files import IMAGE_SUFFIXES, ImageBudget, ImageError, ImagesStopped, find_files, ingest_image_url, signed_path
 from .monologue import Monologue
 
 __all__ = ["ChatRequest", "parse_request", "prepare_images", "run_chat", "links_text"]
@@ -126,16 +128,31 @@ def parse_request(body: Any, models: Mapping[str, str]) -> ChatRequest:
                        user=body.get("user"))
 
 
-def prepare_images(request: ChatRequest, workspace: Path, *, max_bytes: int, allow_private: bool) -> list[str]:
+def prepare_images(request: ChatRequest, workspace: Path, *, max_bytes: int, allow_private: bool,
+                   max_pixels: int = SETTINGS["serve_max_image_pixels"].default,
+                   cancellation: Cancellation | None = None, deadline: float | None = None) -> list[str]:
     """Copy every image of the conversation into the workspace (blocking: run it in a thread). Images of
     earlier messages are named in their message's text; those of the question are returned (they are
-    announced to the app like files handed to it)."""
+    announced to the app like files handed to it).
+
+    Each image is decoded in a contained child process; all of them together
+    may decode at most ``max_pixels`` pixels (``serve_max_image_pixels``; an
+    image already in the workspace costs nothing), else HTTP 400 before the
+    image past it is decoded. ``cancellation`` (the client went away) and
+    ``deadline`` (a ``time.monotonic()`` value: the request's time) stop the
+    work at once, killing a decode in progress: HTTP 499 or 504.
+    """
     last = len(request.history)  # the question's index in the original messages
     names: dict[int, list[str]] = {}
+    budget = ImageBudget(max_pixels, cancellation=cancellation, deadline=deadline)
     for index, url in request.images:
         try:
             names.setdefault(index, []).append(ingest_image_url(url, workspace, max_bytes=max_bytes,
-                                                                allow_private=allow_private))
+                                                                allow_private=allow_private, budget=budget))
+        except ImagesStopped as exc:
+            if exc.reason == "deadline":
+                raise ApiError(504, str(exc), kind="timeout", code="timeout") from None
+            raise ApiError(499, str(exc), code="cancelled") from None
         except ImageError as exc:
             raise ApiError(400, str(exc), code="invalid_image") from None
     for index, message in enumerate(request.history):
@@ -161,11 +178,13 @@ def _mode(app: Any) -> str:
     return "native" if str(getattr(settings, "tool_calling", "text")).lower() == "native" else "react"
 
 
-def links_text(names: Sequence[str], base_url: str, secret: bytes, folder: str) -> tuple[str, list[dict]]:
-    """Markdown links to ``names`` (images shown inline) and their list for ``tool_hub.files``."""
+def links_text(names: Sequence[str], base_url: str, secret: bytes, folder: str,
+               ttl_s: float = 0.0) -> tuple[str, list[dict]]:
+    """Markdown links to ``names`` (images shown inline; valid for ``ttl_s`` seconds, 0: for ever) and their
+    list for ``tool_hub.files``."""
     lines, files = [], []
     for name in names:
-        url = base_url.rstrip("/") + signed_path(secret, folder, name)
+        url = base_url.rstrip("/") + signed_path(secret, folder, name, ttl_s)
         image = Path(name).suffix.lower() in IMAGE_SUFFIXES
         lines.append(f"![{name}]({url})" if image else f"[{name}]({url})")
         files.append({"name": name, "url": url})
@@ -200,6 +219,7 @@ class RunContext:
     base_url: str
     secret: bytes
     timeout_s: float
+    link_ttl_s: float = 0.0
 
 
 class DeltaEvents:
@@ -254,7 +274,7 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
             error = timeout_error(ctx.timeout_s)
             return await send_json(send, error.status, error.payload())
         names = _files_of(result, ctx.workspace, started)
-        extra, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder)
+        extra, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder, ctx.link_ttl_s)
         message = {"role": "assistant", "content": result.output + extra}
         if mono.reasoning_text:
             message["reasoning_content"] = mono.reasoning_text
@@ -309,7 +329,7 @@ async def _stream_events(ctx: RunContext, body: StreamBody, mono: Monologue, cid
         await write(error.payload())
     else:
         names = _files_of(result, ctx.workspace, started)
-        extra, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder)
+        extra, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder, ctx.link_ttl_s)
         if extra:
             await write(chunk({"content": extra}))
         final = chunk({}, _finish_reason(result))

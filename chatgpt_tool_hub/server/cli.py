@@ -15,7 +15,7 @@ import gc
 import sys
 from typing import Any, Sequence
 
-__all__ = ["add_serve_command", "cmd_serve", "main", "collect_less_often"]
+__all__ = ["add_serve_command", "cmd_serve", "main", "collect_less_often", "announce_links"]
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG = 0, 1, 2
 GC_YOUNG_THRESHOLD = 20_000  # new objects between two collections of the youngest generation (Python: 700)
@@ -64,8 +64,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print('tool-hub serve needs FastAPI and uvicorn: pip install "chatgpt-tool-hub[server]"', file=sys.stderr)
         return EXIT_CONFIG
     from ..errors import ConfigError
+    from ..runtime.hardening import harden_server_process, scrub_secret_env
     from . import create_server
 
+    harden_server_process()  # this command owns its process: the code its tools run cannot read its memory
     kwargs: dict[str, Any] = {}
     if getattr(args, "host", None):
         kwargs["serve_host"] = args.host
@@ -83,15 +85,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    where = f"http://{settings.host}:{settings.port}"
-    if getattr(app.state, "tool_hub_web", None) is not None:
-        print(f"tool-hub serve: the web page at {where}/, the API at {where}/v1", file=sys.stderr)
+    scrub_secret_env()  # read and held by the server now: nothing started from here on inherits them
+    from .connections import guarded_protocol, quiet_access_log, raise_open_files_limit
+
+    announce_links(app, settings)
+    raise_open_files_limit(settings.max_connections + 1024)  # the connections and the runs' own files
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                            timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout_s)), lifespan="on")
+                            timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout_s)), lifespan="on",
+                            http=guarded_protocol(settings.max_connections, settings.header_timeout_s))
+    quiet_access_log()  # after uvicorn configured its loggers: no session id, token or signature in the log
     server = uvicorn.Server(config)
     collect_less_often()  # this command owns its process; an application embedding create_server keeps its own
     server.run()
     return EXIT_OK if server.started else EXIT_ERROR
+
+
+def announce_links(app: Any, settings: Any) -> None:
+    """Print where the page and the API are; a keyless server's links carry its local token (the page's
+    link sets it in a cookie at the first visit, API clients send it as the bearer key)."""
+    host = settings.host
+    shown = "127.0.0.1" if host in ("0.0.0.0", "", "::") else (f"[{host}]" if ":" in host else host)
+    where = f"http://{shown}:{settings.port}"
+    token = settings.local_token
+    if getattr(app.state, "tool_hub_web", None) is not None:
+        page = f"{where}/?token={token}" if token else f"{where}/"
+        print(f"tool-hub serve: open the web page at {page}", file=sys.stderr)
+    if token:
+        print(f"tool-hub serve: the API at {where}/v1 wants the bearer key {token} (made at start; "
+              f"set serve_api_keys for keys of your own)", file=sys.stderr)
+    else:
+        print(f"tool-hub serve: the API at {where}/v1", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,13 +26,13 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 from urllib.parse import quote, unquote_to_bytes, urljoin
 
 from ..errors import ToolHubError, UserError
 
-__all__ = ["ImageError", "ingest_image_url", "find_files", "sign", "signed_path", "resolve_download",
-           "IMAGE_SUFFIXES"]
+__all__ = ["ImageError", "ImagesStopped", "ImageBudget", "ingest_image_url", "find_files", "sign", "signed_path",
+           "resolve_download", "IMAGE_SUFFIXES"]
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
 _MIME_SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/jpg": ".jpg", "image/gif": ".gif",
@@ -44,6 +44,37 @@ _MAX_REDIRECTS = 5
 
 class ImageError(UserError):
     """An image part that cannot be used; the message says why (HTTP 400)."""
+
+
+class ImagesStopped(ImageError):
+    """Reading a request's images was stopped: ``reason`` is ``"cancelled"`` (the client went away) or
+    ``"deadline"`` (the request's time is up)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+class ImageBudget:
+    """What reading one request's images may still cost: decoded pixels (``serve_max_image_pixels``), time
+    (a ``time.monotonic()`` deadline) and a cancel (a :class:`~chatgpt_tool_hub.runtime.contained.Cancellation`)."""
+
+    def __init__(self, max_pixels: int, *, cancellation: Any = None, deadline: float | None = None):
+        self.max_pixels = self.left = int(max_pixels)
+        self.cancellation, self.deadline = cancellation, deadline
+
+    def seconds(self, most: float) -> float:
+        """Seconds the next step may take (at most ``most``); :class:`ImagesStopped` when none are left."""
+        self.check()
+        return most if self.deadline is None else min(most, self.deadline - time.monotonic())
+
+    def check(self) -> None:
+        """:class:`ImagesStopped` when the request was cancelled or its deadline has passed."""
+        if self.cancellation is not None and self.cancellation.cancelled:
+            raise ImagesStopped("the request was cancelled while its images were read", "cancelled")
+        if self.deadline is not None and self.deadline <= time.monotonic():
+            raise ImagesStopped("reading the request's images took longer than the request may take "
+                                "(serve_request_timeout_s)", "deadline")
 
 
 # ---- images in --------------------------------------------------------------------------------
@@ -109,30 +140,53 @@ def _fetch(url: str, max_bytes: int, allow_private: bool, timeout: float = 15.0)
         session.close()
 
 
-def ingest_image_url(url: str, workspace: Path, *, max_bytes: int, allow_private: bool = False) -> str:
-    """Copy the image at ``url`` (``data:`` or http(s)) into ``workspace``; its workspace-relative name."""
-    from ..apps.files import ingest_file
+def ingest_image_url(url: str, workspace: Path, *, max_bytes: int, allow_private: bool = False,
+                     budget: ImageBudget | None = None) -> str:
+    """Copy the image at ``url`` (``data:`` or http(s)) into ``workspace``; its workspace-relative name.
 
+    The image is decoded in a contained child process
+    (:func:`chatgpt_tool_hub.runtime.filenames.ingest_image_sized`), refused
+    before decoding when it has more pixels than ``budget`` has left, and
+    stopped by its cancel and deadline (:class:`ImagesStopped`); an image
+    already in the workspace costs nothing.
+    """
+    from ..runtime.contained import ContainedError
+    from ..runtime.filenames import INGEST_TIMEOUT_S, MAX_INPUT_PIXELS, ingest_image_sized
+
+    budget = budget or ImageBudget(MAX_INPUT_PIXELS)
+    budget.check()
     if not isinstance(url, str) or not url.strip():
         raise ImageError("an image_url part needs a url")
     if url.strip().lower().startswith("data:"):
         data, mime = _decode_data_uri(url, max_bytes)
     elif url.strip().lower().startswith(("http://", "https://")):
-        data, mime = _fetch(url.strip(), max_bytes, allow_private)
+        data, mime = _fetch(url.strip(), max_bytes, allow_private, budget.seconds(15.0))
     else:
         raise ImageError("an image_url must be a data: URI or an http(s) URL")
     digest = hashlib.sha256(data).hexdigest()[:8]
     name = f"image/{digest}.png"
     if (workspace / name).is_file():  # sent before (the history carries it every turn)
         return name
+    if budget.left <= 0:
+        raise ImageError(f"the images of this request hold more than {budget.max_pixels} pixels in all "
+                         f"(serve_max_image_pixels); send fewer or smaller images")
     suffix = _MIME_SUFFIX.get(mime, ".png")
+    timeout = budget.seconds(INGEST_TIMEOUT_S)
     with tempfile.TemporaryDirectory(prefix="tool-hub-upload-") as folder:
         source = Path(folder) / f"upload{suffix}"
         source.write_bytes(data)
         try:
-            _, made = ingest_file(source, workspace)
-        except UserError as exc:
+            made, pixels = ingest_image_sized(source, workspace, max_pixels=budget.left,
+                                              why="of this request's serve_max_image_pixels",
+                                              timeout=timeout,
+                                              cancellation=budget.cancellation)
+        except ContainedError as exc:
+            if exc.limit in ("wall", "cancelled"):
+                budget.check()  # the request's deadline or cancel: ImagesStopped
             raise ImageError(f"an image could not be read: {str(exc).replace(str(source), 'the image')}") from None
+        except ToolHubError as exc:  # not an image, too many pixels, Pillow missing
+            raise ImageError(f"an image could not be read: {str(exc).replace(str(source), 'the image')}") from None
+    budget.left -= pixels
     os.replace(workspace / made, workspace / name)
     return name
 
@@ -163,17 +217,28 @@ def find_files(texts: Iterable[str], workspace: Path, *, since: float | None = N
     return found
 
 
-def sign(secret: bytes, folder: str, name: str) -> str:
-    return hmac.new(secret, f"{folder}/{name}".encode(), hashlib.sha256).hexdigest()[:32]
+def sign(secret: bytes, folder: str, name: str, expires: int = 0) -> str:
+    """The signature of a link to ``folder/name`` valid until ``expires`` (Unix seconds; 0: never)."""
+    message = f"{folder}/{name}\0{int(expires)}".encode("utf-8", "surrogatepass")
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
 
 
-def signed_path(secret: bytes, folder: str, name: str) -> str:
-    return f"/files/{quote(folder)}/{quote(name)}?sig={sign(secret, folder, name)}"
+def signed_path(secret: bytes, folder: str, name: str, ttl_s: float = 0.0, *, clock=time.time) -> str:
+    """``/files/<folder>/<name>?exp=...&sig=...``: valid for ``ttl_s`` seconds (0: for ever)."""
+    expires = int(clock() + ttl_s) + 1 if ttl_s and ttl_s > 0 else 0
+    return f"/files/{quote(folder)}/{quote(name)}?exp={expires}&sig={sign(secret, folder, name, expires)}"
 
 
-def resolve_download(root: Path, secret: bytes, folder: str, name: str, sig: str | None) -> Path | None:
-    """The file a link names, when its signature is right and it lies inside the user's folder; else None."""
-    if not sig or not hmac.compare_digest(sign(secret, folder, name), sig):
+def resolve_download(root: Path, secret: bytes, folder: str, name: str, sig: str | None, exp: str | None = None,
+                     *, clock=time.time) -> Path | None:
+    """The file a link names, when its signature is right, it has not expired and it lies inside the user's
+    folder; else None (any malformed part is simply not a valid link)."""
+    if not sig or not sig.isascii() or not sig.isalnum() or len(sig) != 32:
+        return None
+    expires = int(exp) if exp is not None and exp.isascii() and exp.isdigit() and len(exp) < 16 else None
+    if expires is None or not hmac.compare_digest(sign(secret, folder, name, expires).encode(), sig.encode()):
+        return None
+    if expires and clock() > expires:
         return None
     if "/" in folder or folder in ("", ".", "..") or "\0" in name:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -74,9 +75,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _local_token(value: Any, has_keys: bool) -> str | None:
+    """``serve_local_token``: a fresh random token for a keyless server (``auto``), or None (``off``, or the
+    server has keys)."""
+    mode = str("auto" if value is None else value).strip().lower()
+    if mode not in ("auto", "off", ""):
+        raise ConfigError(f"serve_local_token must be auto or off, got {str(value)[:20]!r}; a fixed secret is an "
+                          f"API key: set serve_api_keys", key="serve_local_token")
+    if has_keys or mode == "off":
+        return None
+    return secrets.token_urlsafe(32)
+
+
 def _typed(values: Mapping[str, Any], key: str) -> Any:
     value = values.get(key)
     return SETTINGS[key].default if value is None else value
+
+
+def _max_users(serve_max_users: int, max_sessions: int) -> int:
+    """Users' apps kept: the smaller of ``serve_max_users`` and ``max_sessions`` (0 in either: the other)."""
+    caps = [cap for cap in (serve_max_users, max_sessions) if cap > 0]
+    return min(caps) if caps else 0
 
 
 @dataclass(frozen=True)
@@ -90,10 +109,23 @@ class ServeSettings:
     max_concurrent_runs: int = 64
     request_timeout_s: float = 600.0
     shutdown_timeout_s: float = 30.0
-    max_users: int = 1000
+    max_users: int = 100
     user_ttl_s: float = 3600.0
     allow_private_images: bool = False  # http image URLs on private addresses (url_get_allow_private)
     web: str = "auto"  # serve_web: "auto", "on" or "off"
+    local_token: str | None = field(default=None, repr=False, compare=False)  # keyless servers: made at start
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    link_ttl_s: float = 2_592_000.0
+    max_image_pixels: int = 100_000_000
+    max_connections: int = 1000
+    header_timeout_s: float = 10.0
+    shared_trust: bool = False  # several keys may share code-running tools (serve_shared_trust)
+    max_users_per_key: int = 16
+    max_runs_per_key: int = 8
+    max_python_workers: int = 64
+    user_quota_mb: int = 1024
+    user_retention_s: float = 604800.0
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> "ServeSettings":
@@ -107,11 +139,24 @@ class ServeSettings:
             max_concurrent_runs=int(_typed(values, "serve_max_concurrent_runs")),
             request_timeout_s=float(_typed(values, "serve_request_timeout_s")),
             shutdown_timeout_s=float(_typed(values, "serve_shutdown_timeout_s")),
-            max_users=int(_typed(values, "max_sessions")),
+            max_users=_max_users(int(_typed(values, "serve_max_users")), int(_typed(values, "max_sessions"))),
             user_ttl_s=float(_typed(values, "session_ttl_s")),
             allow_private_images=str(values.get("url_get_allow_private", "")).strip().lower() in ("1", "true", "yes",
                                                                                                 "on"),
             web=parse_web(values.get("serve_web")),
+            local_token=_local_token(values.get("serve_local_token"), bool(parse_keys(values.get("serve_api_keys")))),
+            allowed_hosts=parse_keys(values.get("serve_allowed_hosts")),
+            allowed_origins=parse_keys(values.get("serve_allowed_origins")),
+            link_ttl_s=float(_typed(values, "serve_link_ttl_s")),
+            max_image_pixels=int(_typed(values, "serve_max_image_pixels")),
+            max_connections=int(_typed(values, "serve_max_connections")),
+            header_timeout_s=float(_typed(values, "serve_header_timeout_s")),
+            shared_trust=bool(_typed(values, "serve_shared_trust")),
+            max_users_per_key=int(_typed(values, "serve_max_users_per_key")),
+            max_runs_per_key=int(_typed(values, "serve_max_runs_per_key")),
+            max_python_workers=int(_typed(values, "serve_max_python_workers")),
+            user_quota_mb=int(_typed(values, "serve_user_quota_mb")),
+            user_retention_s=float(_typed(values, "serve_user_retention_s")),
         )
         for key, value in (("serve_port", settings.port), ("serve_max_body_bytes", settings.max_body_bytes),
                            ("serve_max_concurrent_runs", settings.max_concurrent_runs)):
@@ -130,5 +175,7 @@ class ServeSettings:
     @property
     def link_secret(self) -> bytes:
         """Signs file links: the same on every replica that has the same keys and workspace root."""
-        material = "\0".join(["tool-hub-files", str(self.workspace_root), *sorted(self.api_keys)])
+        # a keyless server signs with its local token: its links end with the process, like the token
+        material = "\0".join(["tool-hub-files", str(self.workspace_root), *sorted(self.api_keys),
+                              self.local_token or ""])
         return hashlib.sha256(material.encode()).digest()

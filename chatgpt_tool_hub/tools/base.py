@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Callable, Iterable, Mapping, overload
+from typing import Any, Callable, Iterable, Literal, Mapping, overload
 
 from ..errors import ConfigError, ToolInputError
 from ..run.context import DEFAULT_CONTEXT, ToolContext
@@ -17,11 +17,12 @@ from .schema import ParameterSchema, describe_schema, schema_types
 from .signature import signature_of
 
 __all__ = ["Tool", "ToolContext", "ToolResult", "ToolFailure", "FunctionTool", "tool", "schema_from_function",
-           "render_output", "MalformedArguments", "Arguments", "value_of", "DEFAULT_CONTEXT"]
+           "render_output", "MalformedArguments", "Arguments", "value_of", "DEFAULT_CONTEXT", "Egress"]
 
 _RESOURCE_KINDS = ("text", "image", "audio", "video")
 
-
+# how a tool can send data out of the machine (see ``Tool.egress``)
+Egress = Literal["none", "network", "new-host", "code"]
 
 
 class ToolResult(str):
@@ -82,6 +83,21 @@ class Tool:
     may be written in any common dialect (OpenAPI ``nullable``, type arrays,
     ``"type": "dict"`` ...): it is normalised once, on first use
     (:mod:`.schema`), and an unfixable one is a ``ConfigError`` naming the tool.
+
+    Two attributes tell ``dispatch`` what a tool means for untrusted content
+    (:mod:`chatgpt_tool_hub.run.taint`):
+
+    * ``reads_untrusted``: its results are content nobody here controls (web
+      pages, search results, remote services): after such a call the run is
+      tainted, and the result is shown to the model between
+      ``<<untrusted content from TOOL>>`` and ``<<end of untrusted content>>``.
+    * ``egress``: how it can send data out: ``"none"``; ``"network"`` (every
+      call sends: ``email``, ``sms``, a writing API call); ``"new-host"`` (a
+      fetch: only a host the run has not fetched yet counts, named by
+      :meth:`egress_host`; redirects the fetch follows are not seen); ``"code"`` (it runs code, which can open sockets;
+      the ``untrusted_egress_code`` setting decides whether that counts). After
+      the run is tainted an egress call goes through the ``untrusted_egress``
+      policy (ask the approver with the provenance, allow or deny).
     """
 
     name: str = ""
@@ -95,6 +111,8 @@ class Tool:
     # tools this one cannot share an app with: tool names, or "group:<name>" (one tool of a group per app);
     # create_app refuses a tools_list that holds both, and a default tool gives way to a listed one
     conflicts_with: tuple[str, ...] = ()
+    reads_untrusted: bool = False  # its results are content nobody here controls (see the class docstring)
+    egress: Egress = "none"  # how it can send data out of the machine (see the class docstring)
 
     # ---- building ---------------------------------------------------------------
 
@@ -159,6 +177,11 @@ class Tool:
         if notes:  # the model sees what was adjusted, and sends it right next time
             return ToolResult(f"{text}\n[input adjusted: {'; '.join(notes)}]", value=value_of(text))
         return text
+
+    def egress_host(self, tool_input: Any) -> str | None:
+        """For an ``egress = "new-host"`` tool: the ``host:port`` that ``tool_input`` would reach, or None when
+        it reaches no host (not egress)."""
+        return None
 
     def close(self) -> None:
         """Release resources (worker processes, models). Safe to call twice."""

@@ -64,7 +64,7 @@ class SubtreeTool(Tool):
         if llm is None:
             raise SubtreeError(f"subtree '{self.name}' has no LLM: give it one, or run it inside an app")
         engine = Engine(llm, self.tools, replace(self.settings, depth=depth), approve=context.approve,
-                        budget=context.budget, redactor=context.redactor)
+                        budget=context.budget, redactor=context.redactor, taint=context.taint)
         try:
             result = drive(engine.iter_run(text, session_id=context.session_id), context.emit)
         except LLMError as exc:

@@ -8,9 +8,11 @@ rendering; the theme's fonts are served by the page itself.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import shutil
+import threading
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 import gradio as gr
 
 from ..server.asgi import BodyLimit, SecurityHeaders
+from ..server.guard import browser_id
 from .users import APP_LABELS, WebUsers
 
 __all__ = ["build_page", "mount"]
@@ -44,8 +47,14 @@ PLACEHOLDER = ("**tool-hub**: ask anything; the model thinks aloud, uses the too
                "Attach an image or a WAV file with the clip.")
 
 
+def _who(request: gr.Request) -> tuple[str, str | None, str]:
+    """``(session id, login name, browser id)`` of a page request: what a tab is keyed by."""
+    return request.session_hash or "anonymous", getattr(request, "username", None), browser_id(
+        getattr(request, "cookies", None))
+
+
 def _tab(users: WebUsers, request: gr.Request) -> Any:
-    return users.tab(request.session_hash or "anonymous", getattr(request, "username", None))
+    return users.tab(*_who(request))
 
 
 def _view_updates(view: Any) -> tuple[Any, Any]:
@@ -143,7 +152,7 @@ def build_page(users: WebUsers) -> gr.Blocks:
             return list(tab.transcript), idle
 
         async def on_unload(request: gr.Request):
-            await users.close_tab(request.session_hash or "anonymous", getattr(request, "username", None))
+            await users.close_tab(*_who(request))
 
         page.load(on_load, inputs=[model], outputs=[tools, depth, chat], api_visibility="private")
         model.change(on_model, inputs=[model], outputs=[tools, depth, note], api_visibility="private")
@@ -170,11 +179,31 @@ def cache_lifetime(ttl_s: float) -> tuple[int, int]:
     return min(age, 3600), age
 
 
-def _key_check(keys: tuple[str, ...]):
-    def check(_username: str, password: str) -> bool:
-        return any(hmac.compare_digest(str(password).encode(), key.encode()) for key in keys)
+class Logins:
+    """The page's login with a server that has keys: a name and one of the keys as the password.
 
-    return check
+    A login name belongs to the key that first logged in with it (for the server's lifetime): another key's
+    login with the same name is refused, so a name always means one key, and a tab's user is that key's
+    (its digest: the same key id the API's users of that key have, so the per-key caps count both)."""
+
+    def __init__(self, keys: tuple[str, ...]):
+        self._keys = tuple(keys)
+        self._owners: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def check(self, username: str, password: str) -> bool:
+        given = str(password).encode("utf-8", "surrogatepass")
+        for key in self._keys:
+            if hmac.compare_digest(given, key.encode()):
+                digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+                with self._lock:
+                    return self._owners.setdefault(str(username), digest) == digest
+        return False
+
+    def key_of(self, username: str | None) -> str:
+        """The key id of a logged-in name ("" for a name nobody logged in with)."""
+        with self._lock:
+            return self._owners.get(str(username), "") if username is not None else ""
 
 
 def mount(app: Any, state: Any) -> Any:
@@ -187,12 +216,16 @@ def mount(app: Any, state: Any) -> Any:
     page = build_page(users)
     page.temp_file_sets.append(users.copies)
     keys = state.settings.api_keys
-    auth = _key_check(keys) if keys else None
+    logins = Logins(keys) if keys else None
+    auth = logins.check if logins is not None else None
+    if logins is not None:
+        users.principal_of = logins.key_of
     gr.mount_gradio_app(app, page, path="/", auth=auth, footer_links=[], run_history=False, ssr_mode=False,
                         mcp_server=False, show_error=True, max_file_size=state.settings.max_body_bytes,
                         server_name=state.settings.host, server_port=state.settings.port,
-                        auth_message="Log in with any name and one of the server's API keys (serve_api_keys) "
-                                     "as the password." if keys else None,
+                        auth_message="Log in with a name and one of the server's API keys (serve_api_keys) "
+                                     "as the password; a name belongs to the key that first logged in with it."
+                        if keys else None,
                         css=CSS)
     # Gradio checks the files an event takes in (only uploads) and hands out (no path outside the working
     # folder, the temp folder and its cache) once it was launched; mount_gradio_app never sets that flag, so

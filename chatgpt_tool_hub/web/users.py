@@ -25,10 +25,11 @@ from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AbstractSet, Any, AsyncIterator, Sequence
+from typing import AbstractSet, Any, AsyncIterator, Callable, Sequence
 
 from ..engine.prompts import detect_language
 from ..errors import LLMError, RunError, UserError
+from ..server.asgi import ApiError
 from ..server.files import find_files
 from ..server.users import User
 from .transcript import Transcript, error_message, file_message, user_messages
@@ -73,6 +74,8 @@ def _mode(app: Any) -> str:
 
 
 def _run_error(exc: BaseException) -> str:
+    if isinstance(exc, ApiError):  # the server's own refusals (a key at its cap, a full quota) say what to do
+        return exc.message
     if isinstance(exc, LLMError):
         return f"the LLM behind this server failed: {exc}"
     if isinstance(exc, UserError):
@@ -102,6 +105,10 @@ class FileSet(set[str]):
         return self
 
 
+def _tab_key(session_hash: str, username: str | None, browser: str) -> str:
+    return f"{browser}\0{username or ''}\0{session_hash}"
+
+
 class WebUsers:
     """The tabs of one server (``state``: its :class:`~chatgpt_tool_hub.server.app.ServerState`)."""
 
@@ -115,20 +122,26 @@ class WebUsers:
         self._tabs: OrderedDict[str, WebUser] = OrderedDict()
         self._lock = threading.Lock()
         self._secret = hashlib.sha256(state.settings.link_secret + b"web").digest()
+        # the key id of a login name (set by the page when the server has keys; "" when unknown)
+        self.principal_of: Callable[[str | None], str] = lambda _username: ""
 
     # ---- tabs ---------------------------------------------------------------------------------
 
-    def tab(self, session_hash: str, username: str | None = None) -> WebUser:
-        """The tab of a Gradio session (made on first use)."""
-        key = f"{username or ''}\0{session_hash}"
+    def tab(self, session_hash: str, username: str | None = None, browser: str = "") -> WebUser:
+        """The tab of a Gradio session (made on first use). A tab belongs to the browser that opened it
+        (``browser``: the random id in its HttpOnly cookie, see ``server.guard``) and its login: a client
+        that sends another tab's session id (both the id and the login name are the client's to choose)
+        gets a tab of its own."""
+        key = _tab_key(session_hash, username, browser)
         with self._lock:
             found = self._tabs.get(key)
             if found is not None:
                 self._tabs.move_to_end(key)
                 return found
-            # the user's name is a digest: the folder name never shows the session's id
+            # the user's name is a digest: the folder name never shows the session's id; its key id is the
+            # login's key (a server with keys), so the tab counts against that key's shares like its API users
             digest = hashlib.sha256(self._secret + key.encode()).hexdigest()[:16]
-            found = self._tabs[key] = WebUser(key, User("web", f"web-{digest}"))
+            found = self._tabs[key] = WebUser(key, User(self.principal_of(username) or "web", f"web-{digest}"))
             while len(self._tabs) > self.max_tabs:
                 self._tabs.popitem(last=False)
             return found
@@ -137,11 +150,11 @@ class WebUsers:
         with self._lock:
             return list(self._tabs.values())
 
-    async def close_tab(self, session_hash: str, username: str | None = None) -> None:
+    async def close_tab(self, session_hash: str, username: str | None = None, browser: str = "") -> None:
         """The tab was closed: forget it and close its apps (their python workers end); an app with a run
         still in flight is closed when the server prunes idle users, its tool sessions reset now."""
         with self._lock:
-            tab = self._tabs.pop(f"{username or ''}\0{session_hash}", None)
+            tab = self._tabs.pop(_tab_key(session_hash, username, browser), None)
         if tab is not None:
             await self.state.blocking(self.state.apps.drop, tab.user)
             for app in self.state.apps.sessions_of(tab.user).values():

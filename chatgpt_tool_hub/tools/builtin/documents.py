@@ -8,7 +8,11 @@ the guarded fetch ``url-get`` runs too (the same SSRF guard, redirect checks,
 ``<tool>_max_bytes`` either way. It is parsed by
 :mod:`.documents_formats` into pages (PDF) or sections (the headings of DOCX,
 HTML and Markdown; blocks of 60 lines of text), each with the reference a
-citation uses.
+citation uses. The parse runs in a contained child process, killed past
+``<tool>_timeout`` seconds, ``<tool>_max_memory_mb`` MiB or when the run is
+cancelled, and bounded inside by ``<tool>_max_pages``,
+``<tool>_max_content_bytes`` (PDF content streams) and ``<tool>_max_elements``
+(DOCX paragraphs and table cells, HTML tags).
 
 * ``read-document`` returns the text of the pages or sections asked for, at
   most ``read_document_max_chars`` characters, with their references, an
@@ -40,7 +44,7 @@ from typing import Any
 from ...errors import ConfigError, ModelFeedbackError, ToolExecutionError, ToolInputError
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext, ToolResult
 from ..context import pure_context
-from .documents_formats import Document, Section, parse_document
+from .documents_formats import Document, ParseLimits, Section, parse_contained
 
 __all__ = ["ReadDocumentTool", "DocumentQATool", "DocumentTool"]
 
@@ -56,13 +60,17 @@ class DocumentTool(Tool):
     """What the two document tools share: finding, fetching, parsing and caching a document."""
 
     needs_context = True
+    reads_untrusted = True  # a document fetched from a URL, or handed in: nobody here wrote it
     default_max_chars = 6000
 
     def __init__(self, *, workspace_dir: str | os.PathLike = "./workspace", protected: tuple[str, ...] = (),
                  max_bytes: int = 20_000_000, max_chars: int | None = None, max_pages: int = 500,
-                 app: Any = None):
+                 timeout: float = 120.0, max_memory_mb: int = 1024, max_content_bytes: int = 20_000_000,
+                 max_elements: int = 200_000, app: Any = None):
         prefix = self.name.replace("-", "_")
-        for key, value in (("max_bytes", max_bytes), ("max_chars", max_chars or 1), ("max_pages", max_pages)):
+        for key, value in (("max_bytes", max_bytes), ("max_chars", max_chars or 1), ("max_pages", max_pages),
+                           ("timeout", timeout), ("max_memory_mb", max_memory_mb),
+                           ("max_content_bytes", max_content_bytes), ("max_elements", max_elements)):
             if value <= 0:
                 raise ConfigError(f"setting '{prefix}_{key}' must be > 0", key=f"{prefix}_{key}")
         self.workspace_dir = Path(workspace_dir).expanduser().resolve()
@@ -70,6 +78,8 @@ class DocumentTool(Tool):
         self.max_bytes = int(max_bytes)
         self.max_chars = int(max_chars or self.default_max_chars)
         self.max_pages = int(max_pages)
+        self.timeout, self.max_memory_mb = float(timeout), int(max_memory_mb)
+        self.limits = ParseLimits(self.max_pages, int(max_content_bytes), int(max_elements), prefix)
         self.app = app  # the AppContext: url-get's and the summary's settings, the LLM, the model manager
         self._workspace: Any = None
         self._llm: Any = None  # outside an engine, the summary's LLM (built on first use)
@@ -83,7 +93,11 @@ class DocumentTool(Tool):
         return {"workspace_dir": context.workspace, "protected": tuple(context.config_sources),
                 "max_bytes": settings.get(f"{prefix}_max_bytes", 20_000_000),
                 "max_chars": settings.get(f"{prefix}_max_chars", cls.default_max_chars),
-                "max_pages": settings.get(f"{prefix}_max_pages", 500), "app": context}
+                "max_pages": settings.get(f"{prefix}_max_pages", 500),
+                "timeout": settings.get(f"{prefix}_timeout", 120.0),
+                "max_memory_mb": settings.get(f"{prefix}_max_memory_mb", 1024),
+                "max_content_bytes": settings.get(f"{prefix}_max_content_bytes", 20_000_000),
+                "max_elements": settings.get(f"{prefix}_max_elements", 200_000), "app": context}
 
     @classmethod
     def from_context(cls, context: Any) -> "DocumentTool":
@@ -95,8 +109,9 @@ class DocumentTool(Tool):
 
     # ---- the document ------------------------------------------------------------------------
 
-    def load(self, source: str) -> tuple[Document, str, str]:
-        """``(document, content hash, name as shown)`` of a workspace path or a URL."""
+    def load(self, source: str, cancel: Any = None) -> tuple[Document, str, str]:
+        """``(document, content hash, name as shown)`` of a workspace path or a URL; ``cancel`` (the run's
+        budget) stops the parse."""
         source = str(source or "").strip().strip("'\"`")
         if not source:
             raise ToolInputError(f"{self.name} needs a document: a file in the workspace (report.pdf) or a URL")
@@ -111,7 +126,8 @@ class DocumentTool(Tool):
             if document is not None:
                 self._documents.move_to_end(digest)
                 return document, digest, shown
-        document = parse_document(data, shown, content_type, max_pages=self.max_pages)
+        document = parse_contained(data, shown, content_type, limits=self.limits, timeout=self.timeout,
+                                   memory_mb=self.max_memory_mb, cancel=cancel)
         with self._lock:
             self._documents[digest] = document
             while len(self._documents) > 8:
@@ -187,7 +203,7 @@ class ReadDocumentTool(DocumentTool):
 
     def _run(self, source: str, pages: Any = None, section: str | None = None, summary: bool = False,
              context: ToolContext = DEFAULT_CONTEXT) -> ToolResult:
-        document, _, shown = self.load(source)
+        document, _, shown = self.load(source, getattr(context, "budget", None))
         chosen, what = select(document, pages, section)
         if not any(s.text.strip() for s in chosen):
             note = f" ({'; '.join(document.notes)})" if document.notes else ""
@@ -339,7 +355,7 @@ class DocumentQATool(DocumentTool):
         if not question:
             raise ToolInputError('document-qa needs a question, e.g. {"source": "report.pdf", "question": "What was '
                                  'the revenue in 2023?"}')
-        document, digest, shown = self.load(source)
+        document, digest, shown = self.load(source, getattr(context, "budget", None))
         method, note = self.method()
         encoder = self.encoder() if method == "embedding" else None
         key = (digest, self.chunk_chars, self.chunk_overlap, method, getattr(encoder, "model", ""))

@@ -6,11 +6,22 @@ citation uses (``page 3`` for a PDF; ``section 2 "Methods"`` for DOCX, HTML
 and Markdown, split at their headings; ``lines 1-40`` for plain text). The
 format is found from the content itself (``%PDF``, a ZIP holding
 ``word/document.xml``, an ``<html>`` start), then the file name or the
-content type. Every reader is bounded: ``max_pages`` pages of a PDF, a DOCX
-whose unpacked parts exceed ``MAX_UNPACKED_BYTES`` is refused before it is
-read, and a format library that is missing or fails becomes a
+content type. Every reader is bounded by a work budget (:class:`ParseLimits`):
+``max_pages`` pages of a PDF and ``max_content_bytes`` bytes of its content
+streams (counted before the text is extracted, forms counted each time a page
+draws them), ``max_elements`` paragraphs and table cells of a DOCX (each cell
+read once, whatever it spans) or tags of an HTML page (past a fifth of it the
+page, or one longer than 2 MB, is read whole, without main-content
+extraction), and a DOCX whose unpacked parts exceed ``MAX_UNPACKED_BYTES`` is
+refused before it is read. What the budget cuts off is named in the
+document's notes, with the setting that raises it. A format library that is missing or fails becomes a
 ``ToolExecutionError`` / ``ToolInputError`` naming the extra to install, never
 a traceback. The libraries are imported on first use only.
+
+:func:`parse_contained` runs :func:`parse_document` in a contained child
+process (:func:`chatgpt_tool_hub.runtime.contained.run_contained`): a wall
+limit, a memory limit, killed on the run's cancel. That is how the document
+tools parse; :func:`parse_document` itself parses in the calling process.
 """
 
 from __future__ import annotations
@@ -25,8 +36,8 @@ from typing import Any, Iterable
 from ...errors import ToolExecutionError, ToolInputError
 from ...textutil import decode_text
 
-__all__ = ["Document", "Section", "parse_document", "detect_kind", "simple_pdf", "DOCUMENTS_HINT", "KINDS",
-           "MAX_UNPACKED_BYTES"]
+__all__ = ["Document", "Section", "ParseLimits", "parse_document", "parse_contained", "parse_in_child",
+           "detect_kind", "simple_pdf", "DOCUMENTS_HINT", "KINDS", "MAX_UNPACKED_BYTES"]
 
 DOCUMENTS_HINT = 'pip install "chatgpt-tool-hub[documents]"'
 KINDS = {"pdf": "PDF", "docx": "DOCX", "html": "HTML", "markdown": "Markdown", "text": "text"}
@@ -40,6 +51,20 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _HTML_HEADING = re.compile(r"^(#{1,6}) (.+)$")
 _BOILERPLATE = re.compile(r"<(nav|footer|aside)\b", re.I)
+_DO = re.compile(rb"/([^\s/\[\]()<>{}%]+)\s+Do\b")  # a content stream drawing an XObject by name
+_FORM_DEPTH = 12  # forms drawing forms deeper than this count as over the budget
+_TAG = re.compile(r"<[A-Za-z!/?]")
+_READABLE_CHARS = 2_000_000  # a longer HTML page is read whole, without readability's main-content extraction
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """The work one parse may do; ``prefix`` names the settings that raise each limit in notes and errors."""
+
+    max_pages: int = 500                 # PDF pages read
+    max_content_bytes: int = 20_000_000  # PDF content-stream bytes read (decoded; a form once per drawing)
+    max_elements: int = 200_000          # DOCX paragraphs + table cells, HTML tags
+    prefix: str = "read_document"
 
 
 @dataclass
@@ -114,26 +139,49 @@ def detect_kind(data: bytes, name: str = "", content_type: str = "") -> str:
     return "text"
 
 
-def parse_document(data: bytes, name: str = "", content_type: str = "", *, max_pages: int = 500) -> Document:
-    """``data`` as a :class:`Document` (see the module docstring)."""
+def parse_document(data: bytes, name: str = "", content_type: str = "", *, max_pages: int = 500,
+                   limits: ParseLimits | None = None) -> Document:
+    """``data`` as a :class:`Document` (see the module docstring), in this process; ``limits`` (default:
+    :class:`ParseLimits` with ``max_pages``) bound the work."""
+    limits = limits or ParseLimits(max_pages=max_pages)
     kind = detect_kind(data, name, content_type)
     charset = _charset(content_type)
     if kind == "pdf":
-        return _pdf(data, name, max_pages)
+        return _pdf(data, name, limits)
     if kind == "docx":
-        return _docx(data, name)
+        return _docx(data, name, limits)
     if kind == "html":
-        return _html(decode_text(data, charset, html=True, guess=True), name)
+        return _html(decode_text(data, charset, html=True, guess=True), name, limits)
     text = decode_text(data, charset, guess=True).replace("\r\n", "\n").replace("\r", "\n")
     if kind == "markdown":
         return _markdown(text, name)
     return _plain(text, name)
 
 
+def parse_contained(data: bytes, name: str = "", content_type: str = "", *, limits: ParseLimits | None = None,
+                    timeout: float = 120.0, memory_mb: int | None = 1024, cancel: Any = None) -> Document:
+    """:func:`parse_document` in a contained child process: killed past ``timeout`` wall seconds, past
+    ``memory_mb`` MiB of address space, or when ``cancel`` (a ``Cancellation`` or a run's budget) fires --
+    a ``ContainedError`` naming the ``<prefix>_timeout`` or ``<prefix>_max_memory_mb`` setting."""
+    from ...runtime.contained import run_contained
+
+    limits = limits or ParseLimits()
+    payload = {"data": data, "name": name, "content_type": content_type, "limits": limits}
+    return run_contained("chatgpt_tool_hub.tools.builtin.documents_formats:parse_in_child", payload, wall_s=timeout,
+                         memory_mb=memory_mb, cancel=cancel, what=f"parsing '{name or 'the document'}'",
+                         settings={"wall": f"{limits.prefix}_timeout", "memory": f"{limits.prefix}_max_memory_mb"},
+                         result_types=(Document, Section))
+
+
+def parse_in_child(payload: dict) -> Document:
+    """What the contained child runs for :func:`parse_contained`."""
+    return parse_document(payload["data"], payload["name"], payload["content_type"], limits=payload["limits"])
+
+
 # ---- PDF -------------------------------------------------------------------------------------
 
 
-def _pdf(data: bytes, name: str, max_pages: int) -> Document:
+def _pdf(data: bytes, name: str, limits: ParseLimits) -> Document:
     try:
         import pypdf
     except ImportError:
@@ -152,18 +200,69 @@ def _pdf(data: bytes, name: str, max_pages: int) -> Document:
         raise ToolInputError(f"'{name}' is not a PDF read-document can read ({type(exc).__name__}: "
                              f"{str(exc)[:120]})") from None
     document = Document(title, "pdf", pages=len(pages))
+    max_pages, left = limits.max_pages, limits.max_content_bytes
     for number, page in enumerate(pages[:max_pages], 1):
         try:
-            text = page.extract_text() or ""
+            size = _content_bytes(page, left)
+        except Exception as exc:
+            size = 0
+            document.notes.append(f"the content of page {number} could not be read ({type(exc).__name__})")
+        if size > left:  # the text extraction's cost grows with the content it reads: stop before it
+            read = f"only the first {number - 1} of {len(pages)} pages were read" if number > 1 else "no page was read"
+            document.notes.append(f"truncated: {read}; the content streams of pages 1-{number} hold more than "
+                                  f"{limits.max_content_bytes} bytes ({limits.prefix}_max_content_bytes)")
+            break
+        left -= size
+        try:
+            text = (page.extract_text() or "") if size else ""  # a page with no content has no text
         except Exception as exc:
             text = ""
             document.notes.append(f"the text of page {number} could not be read ({type(exc).__name__})")
         document.sections.append(Section(number, _tidy(text), kind="page"))
-    if len(pages) > max_pages:
-        document.notes.append(f"only the first {max_pages} of {len(pages)} pages were read (read_document_max_pages)")
-    if pages and not any(section.text for section in document.sections):
+    else:
+        if len(pages) > max_pages:
+            document.notes.append(f"only the first {max_pages} of {len(pages)} pages were read "
+                                  f"({limits.prefix}_max_pages)")
+    if document.sections and not any(section.text for section in document.sections):
         document.notes.append("the PDF has no text layer (a scan?): run an OCR tool on its pages first")
     return document
+
+
+def _content_bytes(page: Any, limit: int) -> int:
+    """The content-stream bytes extracting ``page``'s text reads: its contents and, each time it draws one,
+    a form XObject's (forms in forms too); ``limit + 1`` as soon as it is more than ``limit``."""
+    contents = page.get_contents()
+    if contents is None:
+        return 0
+    return _drawn(contents.get_data(), page.get("/Resources"), limit, {}, 0)
+
+
+def _drawn(stream: bytes, resources: Any, limit: int, sizes: dict[int, int], depth: int) -> int:
+    total = len(stream)
+    xobjects = _entry(resources, "/XObject")
+    if total > limit or not xobjects:
+        return min(total, limit + 1)
+    for match in _DO.finditer(stream):
+        form = xobjects.get("/" + match.group(1).decode("latin-1"))
+        form = form.get_object() if form is not None else None
+        if form is None or _entry(form, "/Subtype") != "/Form":
+            continue  # an image: text extraction does not read it
+        key = id(form)
+        if key not in sizes:
+            sizes[key] = limit + 1  # while it is measured: a form that draws itself is over any budget
+            if depth < _FORM_DEPTH:
+                sizes[key] = _drawn(form.get_data(), _entry(form, "/Resources") or resources, limit, sizes, depth + 1)
+        total += sizes[key]
+        if total > limit:
+            return limit + 1
+    return total
+
+
+def _entry(obj: Any, key: str) -> Any:
+    try:
+        return obj.get(key) if obj is not None else None
+    except Exception:  # a damaged dictionary
+        return None
 
 
 def simple_pdf(pages: Iterable[Iterable[str]], title: str = "") -> bytes:
@@ -202,10 +301,10 @@ def simple_pdf(pages: Iterable[Iterable[str]], title: str = "") -> bytes:
 # ---- DOCX ------------------------------------------------------------------------------------
 
 
-def _docx(data: bytes, name: str) -> Document:
+def _docx(data: bytes, name: str, limits: ParseLimits) -> Document:
     try:
         import docx
-        from docx.table import Table
+        from docx.table import Table, _Cell
     except ImportError:
         raise ToolExecutionError(f"reading DOCX files needs python-docx, which is not installed: "
                                  f"{DOCUMENTS_HINT}") from None
@@ -220,11 +319,16 @@ def _docx(data: bytes, name: str) -> Document:
     except Exception as exc:
         raise ToolInputError(f"'{name}' is not a Word document read-document can read ({type(exc).__name__})") from None
     parts: list[tuple[str, list[str]]] = [("", [])]
+    left = limits.max_elements
     for block in blocks:
+        if left <= 0:
+            return _from_parts(title, "docx", parts, [f"truncated: only the first {limits.max_elements} paragraphs "
+                                                      f"and table cells were read ({limits.prefix}_max_elements)"])
         if isinstance(block, Table):
-            rows = [" | ".join(cell.text.strip() for cell in row.cells) for row in block.rows]
+            rows, left = _table_rows(block, _Cell, left)
             parts[-1][1].append("\n".join(rows))
             continue
+        left -= 1
         text = block.text.strip()
         style = str(getattr(block.style, "name", "") or "")
         if text and (style.startswith("Heading") or style == "Title"):
@@ -236,23 +340,43 @@ def _docx(data: bytes, name: str) -> Document:
     return _from_parts(title, "docx", parts)
 
 
+def _table_rows(table: Any, cell_class: Any, left: int) -> tuple[list[str], int]:
+    """The rows of a DOCX table as ``a | b`` lines and the budget left: each ``<w:tc>`` read once (python-docx's
+    ``row.cells`` repeats a cell for every column it spans and walks up for every merged row below it, which
+    costs as much as the table's area), the continuation of a vertical merge left empty."""
+    rows: list[str] = []
+    for tr in table._tbl.tr_lst:
+        cells: list[str] = []
+        for tc in tr.tc_lst:
+            if left <= 0:
+                break
+            left -= 1
+            cells.append("" if tc.vMerge == "continue" else cell_class(tc, table).text.strip())
+        rows.append(" | ".join(cells))
+        if left <= 0:
+            break
+    return rows, left
+
+
 # ---- HTML, Markdown, text ----------------------------------------------------------------------
 
 
-def _html(html: str, name: str) -> Document:
+def _html(html: str, name: str, limits: ParseLimits) -> Document:
     from ...runtime.webpage import html_to_text
 
-    title, body = "", html
-    try:
-        from readability import Document as Readable
-
-        readable = Readable(html)
-        title = str(readable.short_title() or "").strip()
-        body = readable.summary(html_partial=True) or html  # the main content, without menus and footers
-    except ImportError:  # without readability-lxml the whole page is read
-        pass
-    except Exception:  # readability fails on some pages: read the whole page then
-        body = html
+    notes: list[str] = []
+    tags = 0
+    for tags, match in enumerate(_TAG.finditer(html), 1):
+        if tags > limits.max_elements:
+            html, tags = html[:match.start()], tags - 1
+            notes.append(f"truncated: only the first {limits.max_elements} HTML tags were read "
+                         f"({limits.prefix}_max_elements)")
+            break
+    if tags > max(1, limits.max_elements // 5) or len(html) > _READABLE_CHARS:  # readability's cost grows faster
+        title, body = "", html
+        notes.append("the page is large: it was read whole, without picking its main content")
+    else:
+        title, body = _main_content(html)
     page_title, text = html_to_text(_drop_boilerplate(body))
     if not text.strip() and body is not html:
         page_title, text = html_to_text(html)
@@ -264,7 +388,21 @@ def _html(html: str, name: str) -> Document:
             parts.append((heading.group(2).strip(), []))
         else:
             parts[-1][1].append(line)
-    return _from_parts(title, "html", parts)
+    return _from_parts(title, "html", parts, notes)
+
+
+def _main_content(html: str) -> tuple[str, str]:
+    """``(title, main content)`` of a page by readability-lxml; ``("", html)`` without it or when it fails."""
+    try:
+        from readability import Document as Readable
+
+        readable = Readable(html)
+        title = str(readable.short_title() or "").strip()
+        return title, readable.summary(html_partial=True) or html  # without menus and footers
+    except ImportError:  # without readability-lxml the whole page is read
+        return "", html
+    except Exception:  # readability fails on some pages: read the whole page then
+        return "", html
 
 
 def _drop_boilerplate(html: str) -> str:
@@ -330,13 +468,13 @@ def _plain(text: str, name: str) -> Document:
     return Document(first[:80] if len(first) <= 80 else "", "text", sections)
 
 
-def _from_parts(title: str, kind: str, parts: list[tuple[str, list[str]]]) -> Document:
+def _from_parts(title: str, kind: str, parts: list[tuple[str, list[str]]], notes: list[str] | None = None) -> Document:
     sections: list[Section] = []
     for heading, body in parts:
         content = _tidy("\n".join(body))
         if content or heading:
             sections.append(Section(len(sections) + 1, content, heading))
-    return Document(title, kind, sections)
+    return Document(title, kind, sections, list(notes or []))
 
 
 def _leading_blank(body: list[str]) -> int:

@@ -5,9 +5,13 @@ worker process (``python_worker.py``) that keeps its variables between calls.
 Calls in one session run one at a time; different sessions run in parallel.
 At most ``max_workers`` workers are kept (idle ones are evicted least recently
 used first); ``reset(session)``, ``close()`` and interpreter exit stop them.
+Several tools may share a :class:`~chatgpt_tool_hub.runtime.worker_limit.WorkerLimit`
+(``python_worker_limit``: a server's cap on all its users' workers), which
+stops the least recently used idle worker of any of them to make room.
 
 Workers run under :func:`._sandbox.spawn_limited` (own process group,
-``RLIMIT_AS``, a lifetime ``RLIMIT_CPU`` backstop, no core dumps, scrubbed
+``RLIMIT_AS``, a lifetime ``RLIMIT_CPU`` backstop, ``RLIMIT_FSIZE``
+(``max_file_mb``: a bigger file fails with "File too large"), no core dumps, scrubbed
 environment, the workspace as working directory and ``HOME``, a private
 ``TMPDIR``), on Linux below a supervisor that ends every process the code
 started when the worker ends (``os._exit``, an rlimit, a crash), when the code
@@ -48,7 +52,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ...runtime.python_worker import EXIT_PROTOCOL_LOST, MAX_REQUEST, decode_frame, encode_frame
@@ -64,6 +68,7 @@ from ...runtime.sandbox import (
     strip_control,
     write_some,
 )
+from ...runtime.worker_limit import WorkerLimit
 from ...runtime.workspace import make_folder
 from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 
@@ -97,6 +102,7 @@ class PythonTool(Tool):
     """Run Python code in a persistent, limited child process per session."""
 
     name = "python"
+    egress = "code"  # its code can open sockets (see untrusted_egress_code)
     description = (
         "Run Python code for calculations, data processing and file work. Input: Python code. "
         "Variables, functions and imports persist between calls in this conversation, like a REPL; "
@@ -108,7 +114,8 @@ class PythonTool(Tool):
 
     def __init__(self, *, timeout: float = 30.0, max_memory_mb: int = 1024, max_output_chars: int = 8000,
                  workspace_dir: str | os.PathLike = "./workspace", max_workers: int = 8,
-                 max_cpu_seconds: float | None = None, keep_background: bool = False):
+                 max_cpu_seconds: float | None = None, keep_background: bool = False, max_file_mb: int = 256,
+                 worker_limit: WorkerLimit | None = None):
         if timeout <= 0:
             raise ConfigError("setting 'python_timeout' must be > 0 seconds", key="python_timeout")
         if max_output_chars <= 0:
@@ -120,11 +127,15 @@ class PythonTool(Tool):
         self.max_output_chars = int(max_output_chars)
         self.max_workers = int(max_workers)
         self.keep_background = bool(keep_background)  # False: what a call starts ends with the call
+        self.max_file_mb = int(max_file_mb)  # RLIMIT_FSIZE of a worker; <= 0: none
+        self.worker_limit = worker_limit
         # CPU seconds over a worker's whole life: generous, the wall timeout does the real work
         self.max_cpu_seconds = float(max_cpu_seconds) if max_cpu_seconds else max(600.0, 20 * self.timeout)
         self.workspace = Path(workspace_dir).expanduser().resolve()
         make_folder(self.workspace)  # for an app: on first use
         self._pool = _WorkerPool(self.max_workers)
+        if worker_limit is not None:
+            worker_limit.register(self._pool)
         weakref.finalize(self, self._pool.retire, None)  # also at interpreter exit
 
     @classmethod
@@ -139,6 +150,8 @@ class PythonTool(Tool):
             max_workers=settings.get("python_max_workers", 8),
             max_cpu_seconds=settings.get("python_max_cpu_seconds", 0.0) or None,
             keep_background=settings.get("python_keep_background", False),
+            max_file_mb=settings.get("max_file_mb", 256),
+            worker_limit=_limit_of(settings.get("python_worker_limit")),
         )
 
     def run(self, tool_input: str | Mapping[str, Any] = "", context: ToolContext | None = None) -> str:
@@ -215,16 +228,24 @@ class PythonTool(Tool):
         return outcome, note
 
     def _spawn(self) -> "_Worker":
+        limit = self.worker_limit
+        if limit is not None and not limit.take():
+            raise ToolExecutionError(limit.message())
         try:
-            return _Worker.start(self.workspace, self.max_memory_mb, self.max_cpu_seconds)
+            worker = _Worker.start(self.workspace, self.max_memory_mb, self.max_cpu_seconds, self.max_file_mb)
         except OSError as exc:
+            if limit is not None:
+                limit.give()
             raise ToolExecutionError(f"could not start a Python process: {exc}") from None
+        if limit is not None:
+            worker.on_close = limit.give
+        return worker
 
     def _run_once(self, code: str) -> "_Outcome":
         """Without POSIX fd passing (Windows): a fresh process per call, nothing kept."""
         result = run_sandboxed([sys.executable, "-I", _WORKER], stdin=code, cwd=self.workspace,
                                timeout=self.timeout, max_memory_mb=self.max_memory_mb,
-                               max_output_chars=self.max_output_chars,
+                               max_output_chars=self.max_output_chars, max_file_mb=self.max_file_mb,
                                env=scrubbed_env(_CHILD_ENV, home=self.workspace))
         if result.timed_out:
             return _Outcome(result.output, "timeout")
@@ -237,6 +258,9 @@ class PythonTool(Tool):
         problem = self._problem(outcome)
         body = "\n".join(part for part in (output if output.strip() else "", problem or "") if part)
         text = body or "(no output)"
+        if "File too large" in output and self.max_file_mb > 0:
+            text += (f"\n(note: a file may hold at most {self.max_file_mb} MiB here (max_file_mb); "
+                     f"the write past it failed)")
         if outcome.strays:
             text += (f"\n(note: {outcome.strays} process{'es' if outcome.strays != 1 else ''} this code left running "
                      f"{'were' if outcome.strays != 1 else 'was'} stopped when it ended; "
@@ -291,9 +315,10 @@ class _Worker:
     def __init__(self, proc: subprocess.Popen, req_w: int, resp_r: int, out_r: int, tmpdir: str):
         self.proc, self.req_w, self.resp_r, self.out_r, self.tmpdir = proc, req_w, resp_r, out_r, tmpdir
         self._closed = False
+        self.on_close: Callable[[], None] | None = None  # called once, when the process has ended
 
     @classmethod
-    def start(cls, workspace: Path, max_memory_mb: int, cpu_seconds: float) -> "_Worker":
+    def start(cls, workspace: Path, max_memory_mb: int, cpu_seconds: float, max_file_mb: int = 0) -> "_Worker":
         tmpdir = tempfile.mkdtemp(prefix="tool-hub-python-")
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
@@ -302,6 +327,7 @@ class _Worker:
             proc = spawn_limited([sys.executable, "-I", _WORKER, str(req_r), str(resp_w)], cwd=workspace,
                                  env=scrubbed_env(_CHILD_ENV, home=workspace, tmpdir=tmpdir),
                                  cpu_seconds=cpu_seconds, max_memory_mb=max_memory_mb, supervise=True,
+                                 max_file_mb=max_file_mb,
                                  stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w))
         except BaseException:
             _close_fds(req_w, resp_r, out_r)
@@ -403,6 +429,8 @@ class _Worker:
         self._closed = True
         _close_fds(self.req_w, self.resp_r, self.out_r)
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if self.on_close is not None:
+            self.on_close()
 
 
 def _read_reply(fd: int, buffer: bytearray) -> dict | str | None:
@@ -437,10 +465,11 @@ def _close_fds(*fds: int) -> None:
 
 
 class _Session:
-    __slots__ = ("key", "lock", "worker", "retired", "interrupted")
+    __slots__ = ("key", "lock", "worker", "retired", "interrupted", "used")
 
     def __init__(self, key: str) -> None:
         self.key = key
+        self.used = time.monotonic()  # when its last call ended
         self.lock = threading.Lock()
         self.worker: _Worker | None = None
         self.retired = False  # reset or evicted: whoever holds the lock cleans up
@@ -481,6 +510,7 @@ class _WorkerPool:
 
     def _release(self, session: _Session) -> None:
         with self._lock:  # decide and release under the pool lock: a concurrent retire sees one or the other
+            session.used = time.monotonic()
             retired = session.retired
             if not retired and session.worker is None:  # nothing to keep: forget the session (waiters retry)
                 session.retired = True
@@ -537,6 +567,29 @@ class _WorkerPool:
                     excess -= 1
         self._discard_all(free)
 
+    def oldest_idle(self) -> float | None:
+        """When the least recently used idle worker was last used; None when no worker is idle."""
+        with self._lock:
+            idle = [s.used for s in self._sessions.values() if s.worker is not None and not s.lock.locked()]
+        return min(idle, default=None)
+
+    def stop_oldest_idle(self) -> bool:
+        """Stop the least recently used idle worker (a shared :class:`WorkerLimit` needs room)."""
+        with self._lock:
+            idle = sorted((s.used, sid) for sid, s in self._sessions.items() if s.worker is not None)
+            chosen = None
+            for _, sid in idle:
+                session = self._sessions[sid]
+                if session.lock.acquire(blocking=False):
+                    session.retired = True
+                    del self._sessions[sid]
+                    chosen = session
+                    break
+        if chosen is None:
+            return False
+        self._discard_all([chosen])
+        return True
+
     @staticmethod
     def _discard_all(sessions: list[_Session]) -> None:
         for session in sessions:
@@ -551,6 +604,14 @@ class _WorkerPool:
 
 
 # ---- input clean-up --------------------------------------------------------------------
+
+
+def _limit_of(value: Any) -> WorkerLimit | None:
+    """``python_worker_limit``: a :class:`WorkerLimit` object (a server passes one to all its apps)."""
+    if value is None or isinstance(value, WorkerLimit):
+        return value
+    raise ConfigError("setting 'python_worker_limit' must be a WorkerLimit object (tool-hub serve passes one)",
+                      key="python_worker_limit")
 
 
 def extract_code(text: str) -> str:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import threading
 import time
 import uuid
@@ -60,10 +61,12 @@ class TerminalTool(Tool):
     )
     parameters = None
     dangerous = True
+    egress = "code"  # a command can open sockets (see untrusted_egress_code)
     needs_context = True
 
     def __init__(self, *, timeout: float = 20.0, max_output_chars: int = 8000, return_err_output: bool = True,
-                 nsfc_filter: bool = True, workspace_dir: str | os.PathLike = "./workspace", max_memory_mb: int = 0):
+                 nsfc_filter: bool = True, workspace_dir: str | os.PathLike = "./workspace", max_memory_mb: int = 0,
+                 max_file_mb: int = 256):
         if timeout <= 0:
             raise ConfigError("setting 'terminal_timeout' must be > 0 seconds", key="terminal_timeout")
         if max_output_chars <= 0:
@@ -73,6 +76,7 @@ class TerminalTool(Tool):
         self.return_err_output = bool(return_err_output)
         self.nsfc_filter = bool(nsfc_filter)
         self.max_memory_mb = int(max_memory_mb)  # 0: none (shells start programs that reserve much)
+        self.max_file_mb = int(max_file_mb)  # RLIMIT_FSIZE; 0: none
         self.workspace = Path(workspace_dir).expanduser().resolve()
         make_folder(self.workspace)  # for an app: on first use
         self.shell = shutil.which("bash", path=scrubbed_env()["PATH"]) or "/bin/sh"
@@ -88,6 +92,7 @@ class TerminalTool(Tool):
             nsfc_filter=settings.get("terminal_nsfc_filter", True),
             workspace_dir=context.workspace,
             max_memory_mb=settings.get("terminal_max_memory_mb", 0),
+            max_file_mb=settings.get("max_file_mb", 256),
         )
 
     def run(self, tool_input: str | Mapping[str, Any] = "", context: Any = None) -> str:
@@ -122,7 +127,7 @@ class TerminalTool(Tool):
             result = run_sandboxed([self.shell, "-c", command], cwd=self.workspace, timeout=self.timeout,
                                    max_memory_mb=self.max_memory_mb, max_output_chars=self.max_output_chars,
                                    env=scrubbed_env({_MARK: call.id}, home=self.workspace),
-                                   merge_stderr=self.return_err_output)
+                                   merge_stderr=self.return_err_output, max_file_mb=self.max_file_mb)
         finally:
             call.finished.set()
             if remove is not None:
@@ -139,6 +144,9 @@ class TerminalTool(Tool):
         if timed_out:
             return f"Error: the command ran longer than {self.timeout:g} s and was stopped (terminal_timeout)"
         sig = describe_signal(returncode)
+        if sig == "SIGXFSZ" or returncode == _SHELL_XFSZ:  # the shell reports a child it lost so as 128 + 25
+            return (f"(killed by SIGXFSZ: a file grew past {self.max_file_mb} MiB, the largest one a command may "
+                    f"write here (max_file_mb))")
         if sig:
             return f"(killed by {sig})"
         if returncode:
@@ -147,6 +155,7 @@ class TerminalTool(Tool):
 
 
 _MARK = "TOOL_HUB_CALL"
+_SHELL_XFSZ = 128 + int(getattr(signal, "SIGXFSZ", 25))
 _FIND_FOR_S = 2.0  # cancelled before its process appeared: how long to look for it
 
 

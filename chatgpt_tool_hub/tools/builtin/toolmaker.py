@@ -50,6 +50,7 @@ class MadeTool(Tool):
 
     needs_context = True
     dangerous = True  # it runs code the model wrote: the approver is asked, as for tool-maker's own calls
+    egress = "code"
 
     def __init__(self, maker: "ToolMakerTool", session_id: str, name: str, description: str, parameters: dict,
                  source: str, function: str):
@@ -69,6 +70,7 @@ class MadeTool(Tool):
 class ToolMakerTool(Tool):
     name = "tool-maker"
     dangerous = True  # it defines and runs code
+    egress = "code"
     needs_context = True
     description = (
         "tool-maker: makes a new tool from a Python function you write, for this conversation, and calls it; "

@@ -5,7 +5,9 @@ every tool that reads the web shares. Safety (see :mod:`~chatgpt_tool_hub.runtim
 http(s) only, no credentials in URLs, every resolved address of the host must be
 public (unless ``url_get_allow_private``), the connection goes to the address
 that was checked (no DNS rebinding), redirects are followed by hand (at most 5)
-and each hop is checked again. The body is streamed and reading stops at
+and each hop is checked again; with ``url_get_allowed_hosts`` only the hosts
+it names (``*.example.test`` wildcards) may be fetched, redirects included.
+The body is streamed and reading stops at
 ``url_get_max_bytes``; the whole fetch (redirects, headers, body) ends after
 4 x ``url_get_timeout``, however slowly the server drips its answer.
 
@@ -15,6 +17,11 @@ Longer than ``url_get_max_chars``: head and tail are kept, or, with
 ``url_get_use_summary``, an LLM summarises it (:func:`chatgpt_tool_hub.llm.summarize.summarize`,
 the map-reduce the ``summary`` tool runs too).
 Every failure is returned as an observation, never raised.
+
+What it reads is untrusted (``reads_untrusted``: the run is tainted, the page
+reaches the model fenced as data), and a fetch can carry data out in its URL
+(``egress = "new-host"``): after untrusted content, a fetch of a host the run
+has not fetched yet goes through the ``untrusted_egress`` policy.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from ...runtime.webpage import (
     fetch_page,
     html_to_text,
     is_binary_type,
+    origin_of,
     page_text,
+    parse_host_patterns,
     render_page,
     sniff_binary,
 )
@@ -57,11 +66,13 @@ class UrlGetTool(Tool):
     )
     parameters = None
     needs_context = True
+    reads_untrusted = True
+    egress = "new-host"
 
     def __init__(self, *, allow_private: bool = False, max_bytes: int = 2_000_000, timeout: float = 15.0,
                  max_chars: int = 8000, use_summary: bool = False, include_links: bool = False,
                  summary_max_segment_length: int = 2500, summary_max_segments: int = 8,
-                 proxy: str | None = None, app: AppContext | None = None):
+                 proxy: str | None = None, app: AppContext | None = None, allowed_hosts: Any = None):
         for key, value in (("url_get_max_bytes", max_bytes), ("url_get_timeout", timeout),
                            ("url_get_max_chars", max_chars), ("summary_max_segment_length", summary_max_segment_length),
                            ("url_get_summary_max_segments", summary_max_segments)):
@@ -76,6 +87,7 @@ class UrlGetTool(Tool):
         self.segment_tokens = int(summary_max_segment_length)
         self.max_segments = int(summary_max_segments)
         self.proxy = proxy or None
+        self.allowed_hosts = parse_host_patterns(allowed_hosts)
         self.app = app  # outside an engine, the summary LLM is built by the app (pure mode: from the keywords)
         self._llm: Any = None
 
@@ -93,6 +105,7 @@ class UrlGetTool(Tool):
             summary_max_segments=settings.get("url_get_summary_max_segments", 8),
             proxy=context.http.proxy,
             app=context,
+            allowed_hosts=settings.get("url_get_allowed_hosts", None),
         )
 
     def __repr__(self) -> str:
@@ -117,7 +130,14 @@ class UrlGetTool(Tool):
     def limits(self) -> FetchLimits:
         """This tool's fetch limits (its settings as they are now)."""
         return FetchLimits(allow_private=self.allow_private, max_bytes=self.max_bytes, timeout=self.timeout,
-                           proxy=self.proxy)
+                           proxy=self.proxy, allowed_hosts=self.allowed_hosts)
+
+    def egress_host(self, tool_input: Any) -> str | None:
+        """The ``host:port`` the input's URL names (the run's taint state remembers it)."""
+        if isinstance(tool_input, dict) and len(tool_input) == 1:  # a native call's {"input": url}
+            tool_input = next(iter(tool_input.values()))
+        text = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, default=str)
+        return origin_of(_parse_input(text, False)[0])
 
     def fetch(self, url: str) -> Page:
         """GET ``url`` following at most 5 checked redirects; raise on refusal or network failure."""

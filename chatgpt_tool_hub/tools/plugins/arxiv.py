@@ -76,6 +76,7 @@ def _text(node: ET.Element, path: str) -> str:
 
 class ArxivTool(Tool):
     name = "arxiv"
+    reads_untrusted = True  # content from the internet
     description = (
         "Search arXiv for scientific papers (physics, mathematics, computer science, biology, finance, "
         "statistics...). Input: a search query, an arXiv id such as 1706.03762, or a field query such as "

@@ -57,6 +57,7 @@ def _is_loopback(host: str) -> bool:
 class EmailTool(Tool):
     name = "email"
     dangerous = True
+    egress = "network"  # every call sends data out
     description = (
         "Send an email. Input: a JSON object {\"to\": \"<address or nickname; several separated by commas>\", "
         "\"subject\": \"...\", \"body\": \"...\"}. Write the subject and body yourself from what the user asked."

@@ -159,6 +159,7 @@ def _oldest_first(items: list[NewsItem]) -> list[NewsItem]:
 
 class FinanceNewsTool(Tool):
     name = "finance-news"
+    reads_untrusted = True  # content from the internet
     description = ("Real-time global financial flash news (markets, central banks, commodities, companies). "
                    "No input is needed; it returns the latest items, oldest first.")
 

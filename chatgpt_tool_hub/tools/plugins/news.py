@@ -31,6 +31,7 @@ def _clean(value: Any) -> str:
 
 class NewsApiTool(Tool):
     name = "news-api"
+    reads_untrusted = True  # content from the internet
     description = (
         "Current news from more than 80,000 sources (NewsAPI.org). Input: keywords to search recent articles "
         "for, e.g. 'OpenAI' or 'Tesla earnings'; nothing for today's top headlines; or a JSON object "
@@ -120,6 +121,7 @@ class NewsApiTool(Tool):
 
 class MorningNewsTool(Tool):
     name = "morning-news"
+    reads_untrusted = True  # content from the internet
     description = ("Today's 60-second morning news digest (a list of the day's Chinese headlines). "
                    "No input is needed.")
 

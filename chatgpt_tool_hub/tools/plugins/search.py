@@ -31,6 +31,7 @@ def _top_k(value: Any, cap: int) -> int:
 class _SearchTool(Tool):
     parameters = query_schema(_QUERY_HELP)
     label = "web search"
+    reads_untrusted = True  # result titles and snippets are written by whoever wrote the pages
 
     def __init__(self, *, top_k_results: int = 2, http: HttpSettings | None = None):
         self.top_k_results = top_k_results

@@ -51,6 +51,7 @@ def valid_phone(text: str) -> str | None:
 class SmsTool(Tool):
     name = "sms"
     dangerous = True
+    egress = "network"  # every call sends data out
     description = (
         "Send a short text message to a mobile phone in mainland China. Input: a JSON object "
         "{\"to\": \"<phone number or nickname; several separated by commas>\", \"body\": \"<the message>\"}. "

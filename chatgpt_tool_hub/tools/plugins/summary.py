@@ -20,7 +20,7 @@ from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ...llm.build import NO_LLM_HELP
 from ...llm.summarize import COMBINE_PROMPT, MAP_PROMPT, SINGLE_PROMPT, SYSTEM_PROMPT, split_text, summarize
 from ...runtime.netguard import BlockedURLError, HostResolutionError
-from ...runtime.webpage import FetchError, FetchLimits, read_page
+from ...runtime.webpage import FetchError, FetchLimits, origin_of, read_page
 from ..base import Tool, ToolContext
 from ..context import AppContext, pure_context
 
@@ -42,6 +42,8 @@ class SummaryTool(Tool):
         "required": ["text"],
     }
     needs_context = True
+    reads_untrusted = True  # a web page, or text handed in
+    egress = "new-host"  # a URL to summarise is a fetch
 
     def __init__(self, *, max_segment_length: int = 2500, max_segments: int = 30, parallel: int = 4,
                  max_file_bytes: int = 2_000_000, workspace_dir: str = "./workspace",
@@ -114,6 +116,13 @@ class SummaryTool(Tool):
         return self._llm
 
     # ---- the input ----------------------------------------------------------------------
+
+    def egress_host(self, tool_input: Any) -> str | None:
+        """The ``host:port`` of a URL to summarise (None for text and files: they reach no host)."""
+        if isinstance(tool_input, dict):
+            tool_input = tool_input.get("text", "")
+        text = tool_input.strip() if isinstance(tool_input, str) else ""
+        return origin_of(text) if _URL.fullmatch(text) else None
 
     def _workspace(self) -> str:
         return os.path.realpath(os.path.expanduser(self.workspace_dir))

@@ -18,6 +18,7 @@ __all__ = ["WikipediaTool"]
 
 class WikipediaTool(Tool):
     name = "wikipedia"
+    reads_untrusted = True  # content from the internet
     description = (
         "Search Wikipedia and return the summaries of the best matching pages. Useful for facts about "
         "people, places, companies, history and science. Input: a search query, e.g. 'Alan Turing'."

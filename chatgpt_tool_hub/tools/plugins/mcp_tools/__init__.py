@@ -166,7 +166,8 @@ def _tools(connection: MCPConnection, listing: Listing, book: NameBook, danger: 
         name = book.claim(tool_name(name_prefix, item.name), owner, clash_prefix, connection)
         description = (item.description or getattr(item, "title", None) or item.name).strip()
         risky = danger.decide({item.name, name}, default=not read_only(item))
-        tools.append(MCPTool(connection, item.name, name, description, input_schema(item), dangerous=risky, **common))
+        tools.append(MCPTool(connection, item.name, name, description, input_schema(item), dangerous=risky,
+                             read_only=read_only(item), **common))
     base = name_prefix or prefix or server_name
     if wants["resources"] and (listing.resources or listing.templates):
         name = book.claim(tool_name(base, "read-resource"), owner, clash_prefix, connection)

@@ -38,11 +38,18 @@ MAX_DESCRIPTION = 3000
 
 
 class MCPTool(Tool):
-    """One tool of an MCP server. ``close()`` closes the whole server connection."""
+    """One tool of an MCP server. ``close()`` closes the whole server connection.
+
+    Its results are untrusted (``reads_untrusted``: the server, and what it reads, is nobody here); a tool
+    the server does not annotate ``readOnlyHint: true`` can act anywhere, so it counts as egress
+    (``egress="network"``), as do the others when ``read_only=False`` is given."""
+
+    reads_untrusted = True
 
     def __init__(self, connection: MCPConnection, remote_name: str, name: str, description: str,
                  parameters: dict, *, dangerous: bool = True, max_result_chars: int = MAX_RESULT_CHARS,
-                 files: FileSaver | None = None, resource_tool: str | None = None):
+                 files: FileSaver | None = None, resource_tool: str | None = None, read_only: bool = False):
+        self.egress = "none" if read_only else "network"
         self.connection = connection
         self.remote_name = remote_name
         self.name = name
@@ -77,7 +84,8 @@ class MCPResourceTool(MCPTool):
         lines += _listed("URI templates (fill in the {placeholders})", templates, _describe_template)
         parameters = {"type": "object", "properties": {"uri": {"type": "string", "description": "the resource URI"}},
                       "required": ["uri"], "additionalProperties": False}
-        super().__init__(connection, "", name, clip_text("\n".join(lines), MAX_DESCRIPTION), parameters, **options)
+        super().__init__(connection, "", name, clip_text("\n".join(lines), MAX_DESCRIPTION), parameters,
+                         read_only=True, **options)
 
     def parse_arguments(self, tool_input: Any) -> dict[str, Any]:
         return Tool.parse_arguments(self, tool_input)  # plain text is the URI
@@ -102,7 +110,8 @@ class MCPPromptTool(MCPTool):
             "name": prompt_name,
             "arguments": {"type": "object", "additionalProperties": {"type": "string"},
                           "description": "the prompt's arguments, names to text values"}}}
-        super().__init__(connection, "", name, clip_text("\n".join(lines), MAX_DESCRIPTION), parameters, **options)
+        super().__init__(connection, "", name, clip_text("\n".join(lines), MAX_DESCRIPTION), parameters,
+                         read_only=True, **options)
 
     def parse_arguments(self, tool_input: Any) -> dict[str, Any]:
         if isinstance(tool_input, str) and not tool_input.strip().startswith("{"):

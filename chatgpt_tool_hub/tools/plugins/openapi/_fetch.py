@@ -1,4 +1,13 @@
-"""Requests through the SSRF guard, and reading documents (JSON, or YAML through libyaml when present)."""
+"""Requests through the SSRF guard, and reading documents (JSON, or YAML through libyaml when present).
+
+A YAML alias (``*name``) stands for the whole node its anchor marks, and the
+code that turns a document into tools walks it as a tree: ten aliases of ten
+aliases of ... make a document of under 1 KB a tree of a billion nodes. A YAML
+document is therefore counted as a tree once it is composed, before anything
+is built from it: past ``MAX_YAML_NODES`` nodes (each alias counted as the
+nodes it stands for), or with an alias inside the node it refers to, it is
+refused with a ``ConfigError``. The count is linear in the document's size.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +23,7 @@ from ....textutil import decode_text
 from ._common import bad, object_at
 
 MAX_DOC_BYTES = 5 * 1024 * 1024
+MAX_YAML_NODES = 1_000_000  # nodes of one YAML document as a tree, aliases expanded
 TOTAL_TIMEOUTS = 4  # a whole exchange may take this many times the per-read timeout
 _HTTP = re.compile(r"^https?://", flags=re.I)
 
@@ -82,15 +92,66 @@ def send(method: str, url: str, *, timeout: float, proxy: str | None, allow_priv
 _LOADER: Any = None
 
 
+class YAMLTooLarge(Exception):
+    """A composed YAML document that is too large as a tree (aliases expanded), or recursive; the message says why."""
+
+
+def _split(node: Any) -> tuple[list, int]:
+    """(the collections directly under a composed YAML collection node, how many scalars are directly under
+    it); a mapping's keys count as well as its values."""
+    value = node.value
+    parts = [part for pair in value for part in pair] if value and isinstance(value[0], tuple) else value
+    collections = [part for part in parts if isinstance(part.value, list)]
+    return collections, len(parts) - len(collections)
+
+
+def tree_size(root: Any, limit: int = MAX_YAML_NODES) -> int:
+    """The nodes of a composed YAML document as a tree: an alias counts as every node under its anchor.
+
+    Each distinct node is visited once (sizes are remembered), so the count is linear in the document,
+    however far its aliases expand it. ``YAMLTooLarge`` past ``limit``, or when an alias sits inside the
+    node it refers to (a tree without end)."""
+    if not isinstance(root.value, list):
+        return 1
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # the collection being counted and those above it
+    stack: list[tuple[Any, Any]] = [(root, None)]  # (node, None) to open, (node, (collections, scalars)) to close
+    while stack:
+        node, split = stack.pop()
+        key = id(node)
+        if split is not None:
+            open_nodes.discard(key)
+            size = 1 + split[1] + sum(sizes[id(child)] for child in split[0])
+            if size > limit:
+                raise YAMLTooLarge(f"read as a tree, each alias counted as the nodes it stands for, it has more than "
+                                   f"{limit:,} nodes, the limit for one YAML document; write repeated parts "
+                                   f"out or refer to them with $ref")
+            sizes[key] = size
+        elif key not in sizes:
+            if key in open_nodes:
+                raise YAMLTooLarge("an alias refers to a node that contains it, so the document has no end "
+                                   "as a tree")
+            open_nodes.add(key)
+            split = _split(node)
+            stack.append((node, split))
+            stack.extend((child, None) for child in split[0] if id(child) not in sizes)
+    return sizes[id(root)]
+
+
 def yaml_loader() -> Any:
     """PyYAML's C ``CSafeLoader`` (libyaml) when PyYAML was built with it, else the pure-Python
-    ``SafeLoader``; dates and times stay strings, as JSON has them."""
+    ``SafeLoader``; dates and times stay strings, as JSON has them; a document past ``MAX_YAML_NODES``
+    as a tree (aliases expanded) raises ``YAMLTooLarge`` before anything is built from it."""
     global _LOADER
     if _LOADER is None:
         import yaml
 
         class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-            pass
+            def get_single_node(self) -> Any:
+                node = super().get_single_node()
+                if node is not None:
+                    tree_size(node)
+                return node
 
         Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
         _LOADER = Loader
@@ -110,6 +171,8 @@ def parse(text: str, label: str) -> dict:
             raise bad(label, "YAML documents need PyYAML (pip install pyyaml)") from None
         try:
             doc = yaml.load(text, Loader=yaml_loader())  # noqa: S506 - a safe loader
+        except YAMLTooLarge as exc:
+            raise bad(label, str(exc)) from None
         except yaml.YAMLError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise bad(label, f"not valid JSON or YAML ({first})") from None

@@ -37,6 +37,9 @@ class OpenAPITool(Tool):
                  proxy: str | None, allow_private: Any):
         self.name, self.description, self.parameters = name, description, parameters
         self.method, self.path, self.server = method.upper(), path, server
+        # a remote service's reply is untrusted; an operation that writes can carry data out
+        self.reads_untrusted = True
+        self.egress = "none" if self.method in ("GET", "HEAD") else "network"
         self._params, self._body, self._auth = params, body, auth
         self._net = {"timeout": timeout, "proxy": proxy, "allow_private": allow_private}
 
