@@ -183,7 +183,7 @@ def _chat_job(state: ServerState, chat: Any, user: User, base_url: str) -> tuple
     it carries (in a killable child, see ``prepare_images``), getting the user's app, the run."""
     serve, apps = state.settings, state.apps
     workspace = apps.workspace(user)
-    cancellation = Cancellation()
+    cancellation = Cancellation() if chat.images else None  # only images are decoded before the run
     lock = threading.Lock()
     held = [False, False]  # [the app is acquired, the request has ended]
 
@@ -191,7 +191,7 @@ def _chat_job(state: ServerState, chat: Any, user: User, base_url: str) -> tuple
         workspace.mkdir(parents=True, exist_ok=True)
         names = prepare_images(chat, workspace, max_bytes=serve.max_body_bytes,
                                allow_private=serve.allow_private_images, max_pixels=serve.max_image_pixels,
-                               cancellation=cancellation, deadline=deadline)
+                               cancellation=cancellation, deadline=deadline) if chat.images else []
         user_app = apps.acquire(user, chat.app_type)
         with lock:
             if held[1]:  # the request ended while this thread was busy: give the app back at once
@@ -204,7 +204,8 @@ def _chat_job(state: ServerState, chat: Any, user: User, base_url: str) -> tuple
         return user_app, history
 
     def done() -> None:
-        cancellation.cancel()  # children still decoding for this request are killed
+        if cancellation is not None:
+            cancellation.cancel()  # children still decoding for this request are killed
         with lock:
             held[1] = True
             acquired, held[0] = held[0], False
@@ -216,11 +217,15 @@ def _chat_job(state: ServerState, chat: Any, user: User, base_url: str) -> tuple
         limit = serve.request_timeout_s
         deadline = time.monotonic() + limit if limit > 0 else None
         try:
-            timed_out, prepared = await with_deadline(state.blocking(prepare, deadline), limit)
+            if cancellation is None:  # nothing to decode: getting the user's app is quick
+                timed_out, prepared = False, await state.blocking(prepare, deadline)
+            else:
+                timed_out, prepared = await with_deadline(state.blocking(prepare, deadline), limit)
         except ApiError as exc:
             return await send_json(send, exc.status, exc.payload())
         if timed_out:
-            cancellation.cancel()
+            if cancellation is not None:
+                cancellation.cancel()
             error = timeout_error(limit)
             return await send_json(send, error.status, error.payload())
         user_app, history = prepared
