@@ -60,6 +60,10 @@ def test_without_the_token_the_api_answers_401_and_says_where_the_token_is(live)
         assert reply.status_code == 401 and reply.json()["error"]["code"] == "invalid_api_key"
         assert "printed" in reply.json()["error"]["message"]
     assert httpx.get(server.url + "/models").status_code == 401
+    # only the API's own routes check their credentials themselves: a name that merely starts like one does not
+    for path in ("/healthzx", "/v1x", "/tasksx"):
+        assert httpx.get(server.root + path).status_code == 401, path
+    assert httpx.get(server.root + "/healthz").status_code == 200  # probes need no token
     assert llm.requests == []
     assert server.client().chat.completions.create(**QUESTION).choices[0].message.content == "done"
 

@@ -51,7 +51,8 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # routes that check their own credentials (a bearer key through user_of; /files: the link's signature) and
 # routes a probe may call without one
-SELF_CHECKED = ("/v1/", "/files/", "/hugginggpt", "/tasks", "/results", "/healthz")
+SELF_CHECKED_UNDER = ("/v1/", "/files/")
+SELF_CHECKED = frozenset({"/hugginggpt", "/tasks", "/results", "/healthz"})
 
 
 def host_name(value: str) -> str:
@@ -177,7 +178,7 @@ class Boundary:
                 403, f"requests from pages of {origin[:100]!r} are not allowed; add the origin to "
                      f"serve_allowed_origins if that page is a client of this server", code="origin_not_allowed"))
         path = str(scope.get("path", ""))
-        if path.startswith(SELF_CHECKED):
+        if path in SELF_CHECKED or path.startswith(SELF_CHECKED_UNDER):
             return await self.app(scope, receive, send)
         cookies = _cookies(headers.get("cookie", ""))
         extra: list[tuple[bytes, bytes]] = []
