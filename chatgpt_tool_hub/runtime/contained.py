@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import ToolExecutionError
-from .sandbox import describe_signal, kill_child_tree, scrubbed_env, spawn_limited
+from .sandbox import describe_signal, kill_child_tree, scrubbed_env, spawn_limited, write_some
 
 __all__ = ["run_contained", "Cancellation", "ContainedError", "CHILD"]
 
@@ -236,7 +236,7 @@ def _exchange_posix(child: _Child, data: bytes, deadline: float,
                 return "wall", b"", bytes(err).decode("utf-8", "replace"), None
             for key, _ in sel.select(min(remaining, _POLL_S)):
                 if key.data == "in":
-                    pending = _write(key.fd, pending)
+                    pending = write_some(key.fd, pending)
                     if pending is None:
                         sel.unregister(key.fd)
                         proc.stdin.close()
@@ -279,18 +279,6 @@ def _read(fd: int) -> bytes | None:
         return None
     except OSError:
         return b""
-
-
-def _write(fd: int, pending: memoryview | None) -> memoryview | None:
-    if not pending:
-        return None
-    try:
-        written = os.write(fd, pending[:_CHUNK])
-    except BlockingIOError:
-        return pending
-    except OSError:  # the child stopped reading: it ended, which the reply will tell
-        return None
-    return pending[written:] or None
 
 
 def _register(cancel: Any, callback: Callable[[], None]) -> Callable[[], None] | None:
