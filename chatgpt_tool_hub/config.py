@@ -71,6 +71,12 @@ SETTINGS: dict[str, Setting] = {
         Setting("prompt_language", str, "auto", "'en', 'zh' or 'auto' (by the question's script)"),
         Setting("tool_calling", str, "text", "'text' (Thought/Action/Action Input protocol) or 'native' "
                 "(the API's tool calls)"),
+        Setting("llm_server", str, "auto", "the kind of OpenAI-compatible server behind llm_api_base_url: auto (told "
+                "by the URL, else asked once), openai, azure, llama.cpp, llama-cpp-python, vllm, ollama, lmstudio, "
+                "tgi, litellm or generic; it decides the form of messages and of constrained decoding"),
+        Setting("constrained_decoding", str, "auto", "text mode: keep each reply to a JSON action over the tools' "
+                "names and arguments or a final answer, by the server's constrained decoding: auto (on for local "
+                "servers that do it: llama.cpp, vLLM, Ollama, LM Studio, TGI), on or off"),
         Setting("untrusted_egress", str, "ask", "after a run read untrusted content (web pages, search results, "
                 "remote tools), a call that can send data out: 'ask' (the approver, told where the content came "
                 "from; refused without one), 'allow' or 'deny'"),

@@ -40,6 +40,9 @@ Scripting:
   - ``("disconnect",)``: close the connection without answering;
   - ``("stream_cut",)``: streaming only: send the first content chunk, then close.
 
+* ``models`` / ``models_headers``: the body and headers of ``GET /models`` (``model_list_requests``
+  counts them); ``check``: ``(request json) -> None | (status, message)`` refuses request forms
+  the way a real server does (``plain_errors``: a 5xx body in plain text).
 * ``requests``: one dict per request received: ``path``, ``query`` (dict),
   ``headers`` (dict, lower-case names) and ``json`` (the body). ``bodies`` lists
   just the JSON bodies; ``tools`` the ``tools`` of each request (None when absent).
@@ -159,8 +162,10 @@ class _Handler(BaseHTTPRequestHandler):
     # -- request handling ----------------------------------------------------------
 
     def do_GET(self) -> None:  # noqa: N802
+        srv = self.server.owner
         if urlsplit(self.path).path.rstrip("/") in ("/v1/models", "/models"):
-            self._send_json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+            srv.model_list_requests += 1
+            self._send_json(200, srv.models, dict(srv.models_headers))
         else:
             self._send_error(404, f"no route GET {self.path}")
 
@@ -196,6 +201,19 @@ class _Handler(BaseHTTPRequestHandler):
 
         stream = bool(body.get("stream"))
         kind = fault[0] if fault else None
+        refused = srv.check(body) if srv.check is not None and kind is None else None
+        if refused is not None:  # a replica of a server that refuses some request forms
+            status, message = refused
+            if status >= 500 and srv.plain_errors:  # a server whose 5xx body is plain text
+                raw_out = message.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(raw_out)))
+                self.end_headers()
+                self.wfile.write(raw_out)
+            else:
+                self._send_error(status, message)
+            return
 
         if kind == "status":
             status = int(fault[1])
@@ -311,6 +329,12 @@ class ChatServer:
         self.replies: list = list(replies or [])
         self.faults: collections.deque = collections.deque()
         self.requests: list[dict] = []
+        # replicas of real servers: GET /models's body and headers, and a check that refuses request forms
+        self.models: dict = {"object": "list", "data": [{"id": "test-model", "object": "model"}]}
+        self.models_headers: dict[str, str] = {}
+        self.model_list_requests = 0
+        self.check: Any = None  # (request json) -> None, or (HTTP status, message) to refuse it
+        self.plain_errors = False  # 5xx refusals as a plain-text body instead of OpenAI's JSON error
         self.api_key = api_key  # when set, requests with another key get a 401
         self.stream_delay = stream_delay  # seconds between streamed chunks
         self._lock = threading.Lock()

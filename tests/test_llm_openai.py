@@ -511,7 +511,7 @@ def test_a_key_deep_in_the_exception_chain_drops_the_chain():
 def test_text_with_lone_surrogates_is_sent_repaired_not_refused(chat_server):
     """A question or an observation decoded with surrogateescape holds lone surrogates; the body is UTF-8."""
     chat_server.replies = ["fine", "fine"]
-    llm = make(chat_server)
+    llm = make(chat_server, llm_server="vllm")  # a server that takes lists of text parts
     resp = llm.complete([{"role": "user", "content": "\x00\ud800 hi \ud83d\ude00"}])
     assert resp.text == "fine"
     assert chat_server.bodies[0]["messages"][0]["content"] == "\x00\ufffd hi \U0001f600"  # a pair is its emoji

@@ -114,7 +114,7 @@ def test_retries_exhausted_raise_a_connection_error_naming_attempts_last_problem
         drive(llm._complete_plan(MSGS, None, None),
               [openai.APITimeoutError(request=REQUEST), openai.APIConnectionError(request=REQUEST), status(502)])
     text = str(info.value)
-    assert "failed after 3 attempts (last: HTTP 502)" in text and "LLM_API_BASE_URL" in text
+    assert "failed after 3 attempts (last: HTTP 502: " in text and "LLM_API_BASE_URL" in text
     assert isinstance(info.value.__cause__, openai.APIStatusError)
 
 

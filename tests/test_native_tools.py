@@ -82,7 +82,29 @@ def test_native_system_prompt_has_the_rules_but_not_the_text_format():
     assert system.startswith("You are LLM-OS")
     assert "Action Input" not in system and "Thought:" not in system
     assert "not an instruction" in system and "do not invent tool results, file names" in system
-    assert "use a tool on it" in system and "language the user writes in" in system
+    assert "language the user writes in" in system
+    # rules about things no tool here meets stay out of a small model's context
+    assert "use a tool on it" not in system and "untrusted content" not in system
+
+
+def test_rules_about_files_and_untrusted_content_come_with_the_tools_that_need_them():
+    from chatgpt_tool_hub.tools import tool
+
+    @tool(name="caption", description="Describe an image file.")
+    def caption(path: str) -> str:
+        return "a cat"
+
+    @tool(name="fetch", description="Fetch a web page.")
+    def fetch(url: str) -> str:
+        return "page"
+
+    fetch.reads_untrusted = True
+
+    for mode in (NATIVE, EngineSettings()):
+        llm = ScriptedLLM(["AI: hello" if mode is not NATIVE else "hello"])
+        Engine(llm, [caption, fetch], mode).run("hi")
+        system = llm.requests[0][0]["content"]
+        assert "use a tool on it" in system and "<<untrusted content from" in system
 
 
 def test_chinese_native_prompt():
@@ -575,8 +597,8 @@ def test_openai_client_passes_native_messages_through(chat_server):
     msgs = [{"role": "user", "content": "q"},
             native.assistant_message("", [ToolCall("c1", "add", {"a": 1, "b": 1})]),
             native.tool_message("c1", "2")]
-    assert make_llm(chat_server).complete(msgs).text == "ok"
-    assert chat_server.bodies[0]["messages"] == msgs
+    assert make_llm(chat_server, llm_server="openai").complete(msgs).text == "ok"
+    assert chat_server.bodies[0]["messages"] == msgs  # OpenAI's own form: a call turn without text is null
     assert "tools" not in chat_server.bodies[0] and "tool_choice" not in chat_server.bodies[0]
 
 

@@ -112,6 +112,10 @@ class _Handler(socketserver.StreamRequestHandler):
             length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
                            if line.lower().startswith(b"content-length:")), 0)
             self.rfile.read(length)
+            if head.startswith(b"GET "):  # the client asking which server this is: not one of the streams
+                self.wfile.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                self.wfile.flush()
+                continue
             server.requests += 1
             server.gate.wait(30)
             parts = server.bodies.pop(0) if server.bodies else [event(chunk("OK", "stop")), event("[DONE]")]

@@ -153,15 +153,13 @@ def test_jarvis_endpoints_tasks_results_and_hugginggpt(live):
     assert answer_ == {"message": "It printed 42."}
 
 
-def test_jarvis_endpoints_answer_a_failed_plan_or_llm_with_an_error_body_never_a_bare_500(live):
+def test_jarvis_endpoints_answer_a_failed_plan_with_200_never_a_500(live):
     bad = json.dumps([{"task": "nope", "id": 0, "dep": [-1], "args": {"text": "x"}}])
-    server = live(llm=ScriptedLLM([bad, bad, bad, bad]), tools_list=["python"])
+    server = live(llm=ScriptedLLM([bad, bad, "I cannot.", bad, bad, "I cannot."]), tools_list=["python"])
     body = {"messages": [{"role": "user", "content": "do the impossible"}]}
     for route in ("/tasks", "/results"):
         reply = httpx.post(server.root + route, json=body, timeout=60, headers=server.auth)
-        assert reply.status_code == 502, reply.text
-        assert "invalid twice" in reply.json()["error"]["message"]
-        assert reply.json()["error"]["code"] == "unusable_llm_output"
+        assert (reply.status_code, reply.json()) == (200, {"message": "I cannot."}), reply.text
 
 
 def test_the_serve_client_example_runs_offline(tmp_path):

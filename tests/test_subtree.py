@@ -32,7 +32,7 @@ def test_parent_sees_one_tool_and_the_subtree_runs_its_own_engine():
     obs = [e for e in events if isinstance(e, ObservationEvent) and e.depth == 0][0]
     assert obs.tool == "helper" and obs.observation == "inner result"
     assert inner.requests[0][-1]["content"] == "do it"
-    assert "echo" not in outer.requests[0][0]["content"].split("You can use the following tools:")[1].split("To use")[0]
+    assert "echo" not in outer.requests[0][0]["content"].split("You can use these tools:")[1].split("To use")[0]
 
 
 def test_subtree_shares_the_parent_llm_by_default():

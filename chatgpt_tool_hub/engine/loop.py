@@ -29,8 +29,10 @@ with ``stopped_by="cancelled"`` and the steps so far.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
+import json
 import logging
 import time
 from contextlib import aclosing
@@ -38,8 +40,8 @@ from dataclasses import dataclass
 from typing import Any, AsyncGenerator, Callable, Generator, Iterable, Sequence
 
 from ..errors import OutputParserError, UserError
-from ..events import AnswerEvent, ErrorEvent, Event, ThoughtEvent
-from ..llm.base import LLM, LLMResponse, Message, ToolCall
+from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent
+from ..llm.base import LLM, LLMResponse, Message, ToolCall, with_options
 from ..redact import Redactor
 from ..run.budget import Budget, BudgetExceeded
 from ..run.control import RunBudget, RunCancelled
@@ -47,11 +49,11 @@ from ..run.steps import ParseFailureStep, RunResult, RunState, ToolStep
 from ..run.taint import EgressPolicy, RunTaint
 from ..runtime.bridge import await_in_thread
 from ..tools.base import Tool, ToolContext
-from . import native
-from .dispatch import dispatch, redact_value, resolve_tool, truncate_observation
+from . import constrained, native
+from .dispatch import Outcome, dispatch, redact_value, resolve_tool, truncate_observation
 from .drivers import allm_reply, control_of, llm_reply
 from .parser import Action, Finish, parse_output
-from .prompts import PromptSet, detect_language, load_prompts, tool_block
+from .prompts import PromptSet, detect_language, load_prompts, rules_for, tool_block
 
 __all__ = ["Engine", "EngineSettings", "truncate_observation", "STOP_SEQUENCES", "RunBudget", "RunCancelled"]
 
@@ -70,6 +72,7 @@ class _LLMCall:
     messages: list
     tools: list | None
     stream: bool
+    schema: dict | None = None  # constrained decoding: the JSON schema the reply must follow
 
 
 _TOOL_START = object()  # the loop is about to run a tool: the async driver moves to a thread
@@ -118,6 +121,7 @@ class Engine:
         # native mode needs tools to call; without any it is the text protocol's no-tools prompt
         self.native = mode == "native" and bool(self.tools)
         self._schemas: list[dict] | None = None
+        self._schema: dict | None = None  # the reply schema of constrained decoding, made on first use
         self._sent_names: dict[str, str] = {}
         if self.native:
             self._schemas, self._sent_names = native.tool_schemas(self.tools.values())
@@ -139,7 +143,7 @@ class Engine:
                 value = error = None
                 if isinstance(item, _LLMCall):
                     try:  # with a RunBudget, cancel() ends the wait for the LLM
-                        value = yield from llm_reply(self.llm, item.messages, control=control_of(self.budget),
+                        value = yield from llm_reply(self._llm_for(item), item.messages, control=control_of(self.budget),
                                                      stream=item.stream, stop=STOP_SEQUENCES, tools=item.tools,
                                                      depth=self.settings.depth, redactor=self.redactor)
                     except Exception as exc:  # the loop decides: cancelled, budget, or up to the caller
@@ -159,6 +163,9 @@ class Engine:
         processes are killed) and the tool call in flight is waited for before
         ``CancelledError`` goes on: nothing the run started is left running.
         """
+        ask = getattr(self.llm, "aconstrains_replies", None)
+        if callable(ask) and not self.native and self.tools:  # find out what the server is without blocking
+            await ask()
         steps = self._steps(query, history, stream, session_id)
         value: Any = None
         error: BaseException | None = None
@@ -175,7 +182,7 @@ class Engine:
                     threaded = item is _TOOL_START
                 elif isinstance(item, _LLMCall):
                     threaded = False
-                    reply = allm_reply(self.llm, item.messages, control=control_of(self.budget), stream=item.stream,
+                    reply = allm_reply(self._llm_for(item), item.messages, control=control_of(self.budget), stream=item.stream,
                                        stop=STOP_SEQUENCES, tools=item.tools, depth=self.settings.depth,
                                        executor=executor, redactor=self.redactor)
                     try:
@@ -201,8 +208,9 @@ class Engine:
     def _steps(self, query: str, history: Sequence[Message], stream: bool,
                session_id: str) -> Generator[Any, Any, RunResult]:
         language = detect_language(query, self.settings.prompt_language)
-        state = RunState(query=query, messages=self._initial_messages(query, history, language), language=language,
-                         session_id=session_id)
+        schema = self._reply_schema()
+        state = RunState(query=query, messages=self._initial_messages(query, history, language, schema is not None),
+                         language=language, session_id=session_id, reply_schema=schema)
         try:
             return (yield from self._loop(state, stream))
         except RunCancelled:
@@ -225,10 +233,21 @@ class Engine:
                     return (yield from self._give_up_on_parsing(state, reply.text, err))
                 yield from self._send_feedback(state, reply.text, err)
                 continue
+            if reply.finish_reason == "length" and isinstance(decision, Action) and _cut_mid_input(reply.text,
+                                                                                                  decision):
+                cut = OutputParserError("the reply was cut off at the output token limit inside the action input",
+                                        feedback=self._prompts(state).render("cut_off_action"), llm_output=reply.text)
+                if len(state.parse_failures) >= self.settings.max_parse_retries:
+                    return (yield from self._give_up_on_parsing(state, reply.text, cut))
+                yield from self._send_feedback(state, reply.text, cut)
+                continue
             if decision.thought:
                 yield ThoughtEvent(self._hide(decision.thought), self.settings.depth)
             if isinstance(decision, Finish):
-                return (yield from self._answer(state, decision.output, "answer"))
+                output = decision.output
+                if reply.finish_reason == "length":  # the model ran out of tokens: say so, never pass it off as whole
+                    output = f"{output.rstrip()} …\n\n{self._prompts(state).render('cut_off_answer')}"
+                return (yield from self._answer(state, output, "answer"))
             if state.tool_calls >= self.settings.think_depth:
                 return (yield from self._finish_at_depth(state, decision.log or reply.text, stream))
             yield from self._act(state, decision)
@@ -246,12 +265,15 @@ class Engine:
 
     # ---- one step each ---------------------------------------------------------
 
-    def _call_llm(self, state: RunState, stream: bool,
-                  tools: list[dict] | None = None) -> Generator[Any, Any, LLMResponse]:
+    def _call_llm(self, state: RunState, stream: bool, tools: list[dict] | None = None, *,
+                  final: bool = False) -> Generator[Any, Any, LLMResponse]:
         if self.budget is not None:
             self.budget.charge_llm()
         started = time.perf_counter()
-        response = yield _LLMCall(state.messages, tools, stream)  # made by the driver
+        schema = None
+        if state.reply_schema is not None and not tools:  # constrained: an action or the answer; at the end, the answer
+            schema = constrained.final_schema() if final else state.reply_schema
+        response = yield _LLMCall(state.messages, tools, stream, schema)  # made by the driver
         state.usage.calls.append(response.usage)
         log.debug("llm call %d: %d chars, finish=%s, %.3fs", state.usage.llm_calls, len(response.text or ""),
                   response.finish_reason, time.perf_counter() - started)
@@ -277,11 +299,19 @@ class Engine:
                 session_id=state.session_id, depth=self.settings.depth, budget=self.budget, llm=self.llm,
                 emit=state.emit, approve=self.approve, usage=state.usage, redactor=self.redactor,
                 taint=self._run_taint())
-        yield _TOOL_START  # the async driver runs the call in a thread, until _TOOL_END (or the next LLM call)
-        outcome = yield from dispatch(self.tools, action.tool, action.tool_input, context,
-                                      prompts=self._prompts(state), max_chars=self.settings.observation_max_chars,
-                                      native=call_id is not None, nested=state.drain_nested)
-        yield _TOOL_END
+        repeated = self._repeat_of(state, action)
+        if repeated is not None:  # the same call as the last one: its result again, not a second run
+            yield ActionEvent(repeated.tool, redact_value(action.tool_input, self.redactor), self.settings.depth)
+            note = self._prompts(state).render("repeated_call", tool=repeated.tool)
+            outcome = dataclasses.replace(repeated, observation=f"{note}\n{repeated.observation}", seconds=0.0)
+            yield ObservationEvent(outcome.tool, outcome.observation, self.settings.depth)
+        else:
+            yield _TOOL_START  # the async driver runs the call in a thread, until _TOOL_END (or the next LLM call)
+            outcome = yield from dispatch(self.tools, action.tool, action.tool_input, context,
+                                          prompts=self._prompts(state), max_chars=self.settings.observation_max_chars,
+                                          native=call_id is not None, nested=state.drain_nested)
+            yield _TOOL_END
+        state.last_call = (_call_key(action.tool, action.tool_input), outcome)
         step = ToolStep(outcome.tool, redact_value(action.tool_input, self.redactor), outcome.observation,
                         self._hide(action.thought), self._hide(action.log or ""), outcome.status, outcome.seconds,
                         call_id)
@@ -299,9 +329,10 @@ class Engine:
         depth = self.settings.think_depth
         if pending_output is not None:
             state.messages.append({"role": "assistant", "content": pending_output})
-        section = "final_request_native" if self.native else "final_request"
+        section = "final_request_native" if self.native else (
+            "final_request_json" if state.reply_schema is not None else "final_request")
         state.messages.append({"role": "user", "content": prompts.render(section, think_depth=depth)})
-        reply = yield from self._call_llm(state, stream)
+        reply = yield from self._call_llm(state, stream, final=True)
         try:
             decision = self._decide(state, reply.text)
         except OutputParserError:
@@ -350,6 +381,34 @@ class Engine:
             yield from self._act(state, self._action_of(call, thought), call.id)
         return None
 
+    def _repeat_of(self, state: RunState, action: Action) -> Outcome | None:
+        """The outcome of the run's last call when ``action`` is the same call again and it succeeded (a model
+        that does not see its result, or does not trust it, calls again and again)."""
+        last = state.last_call
+        if last is None or last[1].status != "ok" or last[0] != _call_key(action.tool, action.tool_input):
+            return None
+        return last[1]
+
+    def _reply_schema(self) -> dict | None:
+        """The JSON schema replies are kept to (text mode, when the LLM constrains replies), else None."""
+        if self.native or not self.tools:
+            return None
+        ask = getattr(self.llm, "constrains_replies", None)
+        try:
+            on = callable(ask) and bool(ask())
+        except Exception as exc:  # noqa: BLE001 - a question about the server never fails the run
+            log.debug("constrained decoding not used: %s", exc)
+            on = False
+        if not on:
+            return None
+        if self._schema is None:
+            self._schema = constrained.reply_schema(self.tools.values())
+        return self._schema
+
+    def _llm_for(self, call: _LLMCall) -> Any:
+        """The LLM for one call: with its reply schema when the call is constrained."""
+        return with_options(self.llm, response_schema=call.schema) if call.schema is not None else self.llm
+
     def _action_of(self, call: ToolCall, thought: str) -> Action:
         name = self._sent_names.get(call.name, call.name)
         tool_input = native.tool_input(call, resolve_tool(self.tools, name))
@@ -378,15 +437,18 @@ class Engine:
             return self.budget.taint_with(self.settings.egress_policy)
         return RunTaint(self.settings.egress_policy)
 
-    def _initial_messages(self, query: str, history: Sequence[Message], language: str) -> list[Message]:
+    def _initial_messages(self, query: str, history: Sequence[Message], language: str,
+                          constrained_replies: bool = False) -> list[Message]:
         prompts = load_prompts(language)
         values: dict[str, Any] = {"bot_name": self.settings.bot_name, "date": _dt.date.today().isoformat()}
+        if self.tools:
+            values["rules"] = rules_for(prompts, list(self.tools.values()), self.native)
         if self.native:  # the tools travel as function schemas
             system = prompts.render("system_native", **values)
         elif self.tools:
             values["tools"] = tool_block(list(self.tools.values()), self.settings.tool_prompt_max_tokens)
             values["tool_names"] = ", ".join(self.tools)
-            system = prompts.render("system", **values)
+            system = prompts.render("system_json" if constrained_replies else "system", **values)
         else:
             system = prompts.render("system_no_tools", **values)
         return [{"role": "system", "content": system}, *history, {"role": "user", "content": query}]
@@ -399,6 +461,25 @@ def _advance(steps: Generator[Any, Any, Any], value: Any, error: BaseException |
         return False, (steps.throw(error) if error is not None else steps.send(value))
     except StopIteration as stop:
         return True, stop.value
+
+
+def _call_key(tool: str, tool_input: Any) -> tuple[str, str]:
+    """A call as a comparable key: the tool's name (any case) and its input (a dict in a stable order)."""
+    try:
+        text = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(tool_input)
+    return (str(tool).strip().lower(), " ".join(str(text).split()))
+
+
+def _cut_mid_input(text: str, action: Action) -> bool:
+    """True when a reply cut off at the token limit ends inside its action's input (the input is not whole:
+    a JSON input that parsed is whole, text that runs to the cut is not)."""
+    if isinstance(action.tool_input, dict):
+        return False
+    tail = (text or "").rstrip()
+    value = str(action.tool_input).strip()
+    return not value or tail.endswith(value)
 
 
 def _one_line(text: str) -> str:

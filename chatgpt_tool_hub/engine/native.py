@@ -9,6 +9,7 @@ without tool calls is the answer -- unless it is written in the text protocol
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import uuid
@@ -26,6 +27,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # OpenAI's function names: ^[a-zA-Z0-9_
 # the start of a text-protocol reply (after spaces, markdown bold / headers): a marker or a JSON action
 _PROTOCOL_START = re.compile(r"\A[\s*#_>`]*(?:thoughts?|action|final[ _]?answer|ai)\s*(?:\*\*)?\s*[:：]"
                              r"|\A\s*\{\s*\"(?:action|tool|thoughts?|name)\"\s*:", re.IGNORECASE)
+# a call the server did not take apart: chat templates' own call markup, left in the reply's text
+_CALL_MARKUP = re.compile(r"<tool_call>|<\|tool_call\|>|\[TOOL_CALLS\]|<\|python_tag\|>|<function[=>]|"
+                          r"<start_function_call>", re.IGNORECASE)
 _ACTION_INPUT = re.compile(r"^[\s*#_]*action[ _]?input\s*(?:\*\*)?\s*[:：]", re.IGNORECASE | re.MULTILINE)
 _THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>\s*", re.IGNORECASE | re.DOTALL)
 
@@ -132,14 +136,61 @@ def looks_like_text_protocol(text: str) -> bool:
 
 
 def decide(text: str, tool_names: Sequence[str], empty_feedback: str) -> Action | Finish:
-    """A reply without tool calls: the answer, or what the text parser reads in a text-protocol reply.
+    """A reply without tool calls: the answer, or what the text parser reads in a text-protocol reply, or
+    the call it writes out as text (call markup the server did not take apart, ``name(arg=value)``).
 
     An empty reply raises :class:`OutputParserError` with ``empty_feedback``.
     """
-    if looks_like_text_protocol(text) or "think>" in (text or "").lower():
+    if looks_like_text_protocol(text) or "think>" in (text or "").lower() or _CALL_MARKUP.search(text or ""):
         return parse_output(text, list(tool_names))
+    written = written_call(text, tool_names)
+    if written is not None:
+        return written
     output = (text or "").strip()
     if not output:
         raise OutputParserError("could not parse the LLM output (empty): the reply was empty",
                                 feedback=empty_feedback, llm_output=text or "")
     return Finish(output, log=text)
+
+
+_WRITTEN_CALL = re.compile(r"\A\s*`{0,3}(?:python\s*)?(?:functions\.)?([A-Za-z_][\w.-]*)\s*\((.*)\)\s*`{0,3}\s*\Z", re.DOTALL)
+
+
+_FUNCTIONS_PREFIX = re.compile(r"\A\s*functions\.([A-Za-z_][\w.-]*)\s*:\s*(\{.*\})\s*\Z", re.DOTALL)
+
+
+def written_call(text: str, tool_names: Sequence[str]) -> Action | None:
+    """A reply that is nothing but a call of a known tool written as code, ``multiply(a=37, b=41)`` or
+    ``functions.search("x")``, or in llama-cpp-python's function-calling format, ``functions.multiply:``
+    then a JSON object: the call (keyword arguments as a dict, one positional argument as the input), else
+    None. Only literals are read (:func:`ast.literal_eval`, :func:`json.loads`), nothing is run."""
+    names = {n.lower(): n for n in tool_names}
+    prefixed = _FUNCTIONS_PREFIX.match(text or "")
+    if prefixed is not None and prefixed.group(1).lower() in names:
+        try:
+            arguments = json.loads(prefixed.group(2))
+        except ValueError:
+            arguments = None
+        if isinstance(arguments, dict):
+            return Action(names[prefixed.group(1).lower()], arguments, thought="", log=text)
+    match = _WRITTEN_CALL.match(text or "")
+    if match is None:
+        return None
+    name = names.get(match.group(1).lower())
+    if name is None:
+        return None
+    try:
+        call = ast.parse(f"f({match.group(2)})", mode="eval").body
+        assert isinstance(call, ast.Call)
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+        args = [ast.literal_eval(a) for a in call.args]
+    except (SyntaxError, ValueError, AssertionError, TypeError, RecursionError, MemoryError):
+        return None
+    if args and kwargs or len(args) > 1:
+        return None
+    if args:
+        value = args[0]
+        tool_input: str | dict = value if isinstance(value, (str, dict)) else json.dumps(value)
+    else:
+        tool_input = kwargs
+    return Action(name, tool_input, thought="", log=text)

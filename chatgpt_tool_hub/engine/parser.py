@@ -15,9 +15,13 @@ Pipeline, one small function per step:
    verbatim; trailing end-of-turn tokens (``<|im_end|>``) are not text.
 3. **Cut at observation** — the first line-anchored ``Observation:`` (hallucinated
    by the LLM) and a trailing stop-word fragment such as ``Obs`` end the reply.
-4. **Locate** the first action, final answer or JSON action; the earliest wins.
+4. **Locate** the first action, final answer or JSON action (at a line start, or a
+   complete one inside prose); the earliest wins. A marker or the "Do I need to use a
+   tool?" question that does not start its line is prose. With none of them, a
+   ``finish(answer="x")`` / ``final_answer("x")`` call that ends the reply is the answer.
 5. **Extract the input** — ``search[x]``, ``search("x")``, a fenced block, a JSON or
-   Python-literal dict, matching quotes stripped — or the final answer.
+   Python-literal dict, matching quotes stripped, a raw line break inside a call's
+   string read as its escape — or the final answer.
 
 What cannot be recovered raises :class:`OutputParserError` whose ``feedback``
 tells the LLM which part of the format it broke. Every step is linear in the
@@ -26,7 +30,6 @@ input; JSON and literal parsing are bounded in size and depth.
 
 from __future__ import annotations
 
-import ast
 import bisect
 import json
 import re
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Sequence
 
+from chatgpt_tool_hub.engine.callargs import call_arguments, strip_quotes
 from chatgpt_tool_hub.errors import OutputParserError
 from chatgpt_tool_hub.jsontext import loads_lenient, scan_bracketed
 
@@ -68,9 +72,10 @@ _MAX_LITERAL = 20_000  # characters handed to ast at most
 _MAX_JSON_TRIES = 10  # line-start "{" candidates tried per reply
 
 _S = "[ \t\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]"  # spaces, NBSP, zero-width, BOM
+_LEAD = (  # what may start a line before a marker: spaces, a markdown header or list item, bold
+    rf"^{_S}*(?:(?:(?P<hdr>#{{1,6}})|(?P<lst>[-*+•]|\d{{1,3}}[.)])){_S}+)?(?:(?:\*\*|__){_S}*|[*_](?=\w))?")
 _MARKER_RE = re.compile(  # no two adjacent quantifiers over the same characters: linear time
-    rf"^{_S}*(?:(?:(?P<hdr>#{{1,6}})|(?P<lst>[-*+•]|\d{{1,3}}[.)])){_S}+)?(?:(?:\*\*|__){_S}*|[*_](?=\w))?"
-    rf"(?P<kw>thoughts?|action(?:{_S}|_)*input|action|final(?:{_S}|_)*answer|ai|observations?"
+    rf"{_LEAD}(?P<kw>thoughts?|action(?:{_S}|_)*input|action|final(?:{_S}|_)*answer|ai|observations?"
     r"|思考|行动输入|动作输入|行动|动作|最终答案|最终回答|观察结果|观察)"
     rf"(?:{_S}*#?\d{{1,3}})?(?:{_S}*(?:\*\*?|__?))?{_S}*(?:(?P<colon>[:：])(?:(?:\*\*?|__?)(?!\S))?|(?=\r?$))",
     re.IGNORECASE | re.MULTILINE,
@@ -86,16 +91,21 @@ _END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end
 _FENCE_RE = re.compile(r"^[ \t]*```(?P<tag>[^\n`]*)$", re.MULTILINE)
 _THINK_RE = re.compile(r"<(/?)think(?:ing)?>", re.IGNORECASE)
 _NEED_TOOL_RE = re.compile(r"do i need to use a tool\s*\?\s*(yes|no)\b", re.IGNORECASE)
+_NEED_LEAD_RE = re.compile(  # what may come before that question on its line; a Thought marker opens the line
+    rf"{_LEAD}(?P<thought>(?:thoughts?|思考)(?:{_S}*#?\d{{1,3}})?(?:{_S}*(?:\*\*?|__?))?{_S}*[:：])?{_S}*",
+    re.IGNORECASE | re.MULTILINE)
 _JSON_START_RE = re.compile(r"^[ \t]*\{", re.MULTILINE)
 _EMBEDDED_JSON_RE = re.compile(r"\{\s*[\"']")
+_FINAL_CALL_RE = re.compile(  # a line that opens a call of a final-answer tool: finish(, final_answer(, ...
+    r"^[ \t]*(?P<name>finish(?:[ _-]*answer)?|final[ _-]*answer|answer[ _-]*user)[ \t]*[(\[]",
+    re.IGNORECASE | re.MULTILINE)
 _SEPARATORS_RE = re.compile(r"[\s_-]+")
 _MD_ESCAPE_RE = re.compile(r"\\([_*\-`~.#+!|\[\]()<>])")  # markdown's backslash escapes
 _FINISH_CALLS = frozenset(("finish", "finishanswer", "answer"))  # the ReAct paper's Finish[answer]
+_ANSWER_KEYS = ("answer", "output", "result")  # the argument of a final-answer call that holds the answer
 _WRAPPER_TAGS = {"", "text", "txt", "markdown", "md", "plaintext"}
 _NO_TOOL = {"", "none", "n/a", "na", "null", "nil", "no", "nothing", "no tool", "-"}
-_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」", "『": "』", "«": "»"}
 _WRAPPERS = ("tool_call", "function_call", "function", "call", "action")  # {"tool_call": {...action...}}
-_LITERAL_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
 
 _FORMAT = ("Reply in exactly this format:\n"
            "Thought: Do I need to use a tool? Yes\nAction: <one tool name>\nAction Input: <the input>\n"
@@ -190,9 +200,7 @@ def _parse(text: str, names: list[str]) -> Action | Finish:
     doc = _Doc(body, markers)
     action, final = doc.first("action"), doc.first("final")
     stop = min((markers[i].start for i in (action, final) if i is not None), default=len(body))
-    hit = _find_json_action(body, stop)
-    if hit is None and action is None and final is None and names:
-        hit = _find_embedded_json_action(body, names)
+    hit = _find_json_action(body, stop) or _find_embedded_json_action(body, stop, names)
     if hit is not None:
         prose = _FENCE_RE.sub("", _MARKER_RE.sub("", body[: hit[0]]))
         return _json_result(hit[2], prose, body[: hit[1]].strip(), names)
@@ -200,7 +208,7 @@ def _parse(text: str, names: list[str]) -> Action | Finish:
         return _parse_action(doc, action, names)
     if final is not None:
         return _parse_final(doc, final)
-    return _no_action(doc, saw_observation)
+    return _no_action(doc, saw_observation, names)
 
 
 # --- steps 1-3: drop think blocks, find the markers, cut at observation -------------
@@ -351,10 +359,13 @@ def _parse_action(doc: _Doc, i: int, names: list[str]) -> Action | Finish:
 def _result(tool: str, tool_input: str | dict[str, Any], thought: str, log: str, names: list[str]) -> Action | Finish:
     if _squash(tool) in _FINISH_CALLS and not _registered(tool, names):  # ReAct's Finish[x], finish(answer=x)
         if isinstance(tool_input, dict):
-            tool_input = next((v for k, v in tool_input.items() if _squash(str(k)) in ("answer", "output", "result")),
+            tool_input = next((v for k, v in tool_input.items() if _squash(str(k)) in _ANSWER_KEYS),
                               next(iter(tool_input.values()), ""))
         tool = FINISH_TOOL_NAMES[0]
     if _is_finish(tool):
+        if isinstance(tool_input, dict) and len(tool_input) == 1:  # final_answer(answer=x), its one argument
+            key, value = next(iter(tool_input.items()))
+            tool_input = value if isinstance(value, str) and _squash(str(key)) in _ANSWER_KEYS else tool_input
         output = tool_input if isinstance(tool_input, str) else json.dumps(tool_input, ensure_ascii=False)
         if not output.strip():
             raise _Broken("empty_answer")
@@ -374,15 +385,19 @@ def _parse_final(doc: _Doc, i: int) -> Finish:
     return Finish(output, doc.thought(i), doc.text[:end].strip())
 
 
-def _no_action(doc: _Doc, saw_observation: bool) -> Finish:
-    """No Action / AI marker and no JSON action: an error, or an implicit final answer."""
+def _no_action(doc: _Doc, saw_observation: bool, names: list[str]) -> Action | Finish:
+    """No Action / AI marker and no JSON action: a final-answer call, an error, or an implicit answer."""
     text = doc.text
     if doc.first("input") is not None:
         raise _Broken("missing_action")
     blob = _unfence(text)
     if blob.startswith("{") and _load_blob(blob) is not None:
         raise _Broken("unknown_json")
-    need = _NEED_TOOL_RE.search(text)
+    call = _final_call(text, names)
+    if call is not None:
+        prose = _FENCE_RE.sub("", _MARKER_RE.sub("", text[: call[0]])).strip()
+        return _result(call[1], call[2], prose, text.strip(), names)
+    need = _need_tool(text)
     if need is not None:  # after "...? No" an answer that lacks its "AI:" prefix is accepted
         nl = text.find("\n", need.end())
         rest = text[nl + 1 :].strip() if nl >= 0 else ""
@@ -394,6 +409,40 @@ def _no_action(doc: _Doc, saw_observation: bool) -> Finish:
     if doc.markers or saw_observation:
         raise _Broken("thought_only" if doc.markers else "observation")
     return Finish(text.strip(), "", text.strip())
+
+
+def _need_tool(text: str) -> re.Match[str] | None:
+    """The first "Do I need to use a tool? Yes/No" that starts a line (after markdown) or follows a Thought
+    marker that starts its line; the question quoted inside a sentence is prose."""
+    line, scanned, lead = 0, 0, None
+    for m in _NEED_TOOL_RE.finditer(text):
+        nl = text.rfind("\n", scanned, m.start())  # each character is looked at once: linear
+        scanned = m.start()
+        if nl >= 0 or lead is None:
+            line = nl + 1 if nl >= 0 else line
+            lead = _NEED_LEAD_RE.match(text, line)
+        if lead is not None and (lead.end() == m.start() or lead.group("thought") and lead.end() <= m.start()):
+            return m
+    return None
+
+
+def _final_call(text: str, names: list[str]) -> tuple[int, str, str | dict[str, Any]] | None:
+    """``finish(answer="x")`` or ``final_answer("x")`` written without ``Action:`` as the reply's last
+    line(s), alone or alone in a closing code block: (start, tool, input). Code that merely defines or
+    calls such a function among other lines, or a registered tool of that name, is not it."""
+    for m in islice(_FINAL_CALL_RE.finditer(text), _MAX_JSON_TRIES):
+        if _registered(m.group("name"), names):
+            continue
+        end = len(text)
+        for ostart, oend, cstart, cend, _ in _fence_blocks(text):
+            if ostart < m.start() < cstart:
+                if text[oend : m.start()].strip() or text[cend:].strip():
+                    return None  # the call shares its code block with other code, or text follows
+                end = cstart
+        call = _call_style(text[m.start() : end].strip(), names)
+        if call is not None:
+            return m.start(), call[0], call[1]
+    return None
 
 
 # --- JSON and Python-literal objects -------------------------------------------------
@@ -410,17 +459,31 @@ def _find_json_action(text: str, stop: int) -> tuple[int, int, dict[str, Any]] |
     return None
 
 
-def _find_embedded_json_action(text: str, names: list[str]) -> tuple[int, int, dict[str, Any]] | None:
-    """A JSON action inside a line of prose ("Sure! {"tool": {"name": "search", ...}}"): taken only when it
-    names a registered tool or the final-answer tool, so an answer that quotes JSON stays an answer."""
-    for m in islice(_EMBEDDED_JSON_RE.finditer(text), _MAX_JSON_TRIES):
+def _find_embedded_json_action(text: str, stop: int, names: list[str]) -> tuple[int, int, dict[str, Any]] | None:
+    """A complete JSON action inside a line of prose ("Sure! {"tool": {"name": "search", ...}}") before
+    ``stop``. With ``names`` it must name a registered tool or the final-answer tool; without, it must be
+    one of the two forms the prompts name, input included. So an answer that quotes JSON stays an answer."""
+    for m in islice(_EMBEDDED_JSON_RE.finditer(text, 0, stop), _MAX_JSON_TRIES):
         start = m.start()
         status, end = _scan_object(text, start)
         obj = _load_object(text[start:end]) if status == "ok" else None
         shape = _json_shape(obj) if obj is not None else None
-        if obj is not None and shape is not None and (_registered(shape[0], names) or _is_finish(shape[0])):
+        if obj is None or shape is None:
+            continue
+        if _registered(shape[0], names) or _is_finish(shape[0]) or not names and _spelled_out(obj):
             return start, end, obj
     return None
+
+
+def _spelled_out(obj: dict[str, Any]) -> bool:
+    """``{"action": ..., "action_input": ...}`` or ``{"tool": {"name": ..., "input": ...}}``, a name and
+    an input both present: an object whose keys alone say it is an action."""
+    obj = _plain_keys(obj)
+    tool = obj.get("tool")
+    if isinstance(tool, dict):
+        tool = _plain_keys(tool)
+        return isinstance(tool.get("name"), str) and "input" in tool
+    return isinstance(obj.get("action"), str) and "action_input" in obj
 
 
 def _scan_object(text: str, start: int) -> tuple[str, int]:
@@ -534,34 +597,7 @@ def _call_style(body: str, names: list[str]) -> tuple[str, str | dict[str, Any]]
     if not tool or "\n" in tool or not body.endswith(closer):
         return None
     inner = body[opener + 1 : -1].strip()
-    return tool, (_call_args(inner) if closer == ")" else _strip_quotes(inner))
-
-
-def _call_args(inner: str) -> str | dict[str, Any]:
-    """A single string or dict literal → its value; keyword arguments (``city="北京", days=3``) → a dict of
-    their literal values; anything else stays verbatim."""
-    if not 0 < len(inner) <= _MAX_LITERAL:
-        return _strip_quotes(inner)
-    try:
-        value = ast.literal_eval(inner)
-    except _LITERAL_ERRORS:
-        value = _keyword_arguments(inner)
-    return value if isinstance(value, (str, dict)) else _strip_quotes(inner)
-
-
-def _keyword_arguments(inner: str) -> dict[str, Any] | None:
-    """``a=1, b="x"`` as ``{"a": 1, "b": "x"}`` when every argument is a keyword with a literal value."""
-    try:
-        call = ast.parse(f"f({inner})", mode="eval").body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    if not isinstance(call, ast.Call) or call.args or not call.keywords or any(k.arg is None for k in call.keywords):
-        return None
-    try:  # a bare word (city=Paris) is that word as text
-        return {str(k.arg): k.value.id if isinstance(k.value, ast.Name) else ast.literal_eval(k.value)
-                for k in call.keywords}
-    except _LITERAL_ERRORS:
-        return None
+    return tool, (call_arguments(inner, _MAX_LITERAL) if closer == ")" else strip_quotes(inner))
 
 
 def _unfence(s: str) -> str:
@@ -576,19 +612,11 @@ def _unfence(s: str) -> str:
     return s[nl + 1 : close if close >= 0 else len(s)].strip("\n").rstrip()
 
 
-def _strip_quotes(s: str) -> str:
-    """Strip one pair of quotes only when they match at both ends and none is inside."""
-    if len(s) >= 2 and s[0] in _QUOTES and s[-1] == _QUOTES[s[0]]:
-        if s[0] not in s[1:-1] and s[-1] not in s[1:-1]:
-            return s[1:-1]
-    return s
-
-
 def _clean_input(section: str) -> str | dict[str, Any]:
     """Verbatim input minus surrounding whitespace, a fence and matching quotes; objects → dict."""
     s = _unfence(section)
     if not s.startswith("{"):
-        return _strip_quotes(s)
+        return strip_quotes(s)
     status, end = _scan_object(s, 0)
     if status != "ok":
         _load_blob(s)  # raises for a cut-off object; a malformed one stays text

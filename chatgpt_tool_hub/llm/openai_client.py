@@ -34,6 +34,7 @@ that shares the clients.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import weakref
@@ -59,10 +60,15 @@ from .openai_parts import (
 )
 from .openai_stream import aiter_payloads, iter_payloads
 from .request_plan import CLOSE, MAX_STOP_SEQUENCES, READ, Plan, RequestPlans, Send, Wait
+from .servers import PROFILES, ServerProfile, classify, guess_from_url, profile_named
 
 __all__ = ["OpenAICompatibleLLM", "MAX_STOP_SEQUENCES", "parse_retry_after"]
 
 NO_KEY_PLACEHOLDER = "no-key-required"  # sent to servers that need no key (Ollama, vLLM…)
+
+CONSTRAINED_MODES = ("auto", "on", "off")
+_PROBE_TIMEOUT_S = 5.0  # GET /models, to tell which server it is
+logger = logging.getLogger("chatgpt_tool_hub.llm")
 
 _sleep = time.sleep  # patched in tests
 _asleep = asyncio.sleep  # the async path's, patched in tests
@@ -95,6 +101,8 @@ class OpenAICompatibleLLM(RequestPlans, BaseLLM):
         azure_api_version: str = "2024-06-01",
         backoff_base: float = 0.5,
         backoff_max: float = 20.0,
+        llm_server: str = "auto",
+        constrained_decoding: str = "auto",
     ) -> None:
         if not model_name and not _blank_to_none(deployment_id):
             raise ConfigError("model_name / MODEL_NAME is empty: set it to a chat model name", key="model_name")
@@ -119,10 +127,18 @@ class OpenAICompatibleLLM(RequestPlans, BaseLLM):
         self._aclients: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()  # event loop -> client
         self._client_lock = threading.Lock()
         self._unsupported: set[str] = set()  # request parameters the server rejected
+        # what the server is (servers.py), shared with with_options copies: named, told by the URL, or asked
+        # for (GET /models) the first time it matters
+        self._server: dict[str, ServerProfile | None] = {
+            "profile": profile_named(llm_server) or guess_from_url(self.base_url, azure=self.deployment_id is not None)}
+        self.constrained_decoding = _constraint_mode(constrained_decoding)
+        self.response_schema: dict | None = None  # a JSON schema the reply must follow (with_options)
 
     def with_options(self, *, temperature: float | None = None, max_tokens: int | None = None,
-                     **_ignored: Any) -> "OpenAICompatibleLLM":
-        """A copy with other sampling settings (one request's), sharing this one's clients and key."""
+                     response_schema: dict | None = None, **_ignored: Any) -> "OpenAICompatibleLLM":
+        """A copy with other sampling settings (one request's), sharing this one's clients and key.
+        ``response_schema``: a JSON schema the server is asked to keep the reply to (constrained decoding,
+        sent in the server's own spelling; see :meth:`constrains_replies`)."""
         other = object.__new__(type(self))  # not copy.copy: pickling (which it uses) is refused
         other.__dict__.update(self.__dict__)
         # one sync client (the original's); the async ones are shared already
@@ -131,7 +147,61 @@ class OpenAICompatibleLLM(RequestPlans, BaseLLM):
             other.temperature = float(temperature)
         if max_tokens is not None:
             other.max_tokens = int(max_tokens)
+        if response_schema is not None:
+            other.response_schema = dict(response_schema)
         return other
+
+    # -- the server: what it accepts ------------------------------------------------------
+
+    def profile_now(self) -> ServerProfile:
+        """The server's profile as far as it is known now (no request made): ``generic`` until found out."""
+        return self._server["profile"] or PROFILES["generic"]
+
+    def server_profile(self) -> ServerProfile:
+        """The server's profile; when the setting and the URL do not tell, one ``GET /models`` (a few seconds
+        at most, once per client) finds out. Never raises: a server that does not answer is ``generic``."""
+        known = self._server["profile"]
+        if known is not None:
+            return known
+        try:
+            raw = self._get_client().with_options(timeout=_PROBE_TIMEOUT_S).models.with_raw_response.list()
+            found = classify(_json_body(raw), raw.http_response.headers)
+        except Exception as exc:  # noqa: BLE001 - any failure: the profile every server accepts
+            logger.debug("could not tell which server %s is (%s)", self.endpoint, type(exc).__name__)
+            found = PROFILES["generic"]
+        self._server["profile"] = found
+        return found
+
+    async def aserver_profile(self) -> ServerProfile:
+        """:meth:`server_profile` for asyncio."""
+        known = self._server["profile"]
+        if known is not None:
+            return known
+        try:
+            client = (await self._get_async_client()).with_options(timeout=_PROBE_TIMEOUT_S)
+            raw = await client.models.with_raw_response.list()
+            found = classify(_json_body(raw), raw.http_response.headers)
+        except Exception as exc:  # noqa: BLE001
+            logger.debug("could not tell which server %s is (%s)", self.endpoint, type(exc).__name__)
+            found = PROFILES["generic"]
+        self._server["profile"] = found
+        return found
+
+    def constrains_replies(self) -> bool:
+        """Whether replies are constrained to a JSON schema: ``constrained_decoding`` on, or auto on a server
+        known to do it well (llama.cpp, vLLM, Ollama, LM Studio, TGI)."""
+        if self.constrained_decoding == "off" or "response_format" in self._unsupported:
+            return False
+        profile = self.server_profile()
+        if profile.constraint is None:
+            return False
+        return self.constrained_decoding == "on" or profile.constrain_by_default
+
+    async def aconstrains_replies(self) -> bool:
+        """:meth:`constrains_replies` for asyncio (the server is asked without blocking the event loop)."""
+        if self._server["profile"] is None and self.constrained_decoding != "off":
+            await self.aserver_profile()
+        return self.constrains_replies()
 
     # -- presentation: never the key ---------------------------------------------------
 
@@ -214,16 +284,19 @@ class OpenAICompatibleLLM(RequestPlans, BaseLLM):
 
     def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
                  tools: Sequence[dict] | None = None) -> LLMResponse:
+        self.server_profile()  # the request's form depends on it: found out once, before the first request
         plan = self._complete_plan(messages, stop, tools)
         return _Driver(self._get_client(), plan).result()
 
     async def acomplete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
                         tools: Sequence[dict] | None = None) -> LLMResponse:
+        await self.aserver_profile()
         plan = self._complete_plan(messages, stop, tools)
         return await _AsyncDriver(await self._get_async_client(), plan).result()
 
     def stream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
                tools: Sequence[dict] | None = None) -> Iterator[StreamChunk]:
+        self.server_profile()
         plan = self._stream_plan(messages, stop, tools)
         driver = _Driver(self._get_client(), plan)
         try:
@@ -234,6 +307,7 @@ class OpenAICompatibleLLM(RequestPlans, BaseLLM):
 
     async def astream(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
                       tools: Sequence[dict] | None = None) -> AsyncIterator[StreamChunk]:
+        await self.aserver_profile()
         plan = self._stream_plan(messages, stop, tools)
         driver = _AsyncDriver(await self._get_async_client(), plan)
         try:
@@ -387,3 +461,11 @@ async def _held_until_shutdown(client: Any) -> AsyncGenerator[None, None]:
             await client.close()
         except Exception:  # noqa: BLE001 - closing at shutdown
             pass
+
+
+def _constraint_mode(value: Any) -> str:
+    mode = ("on" if value else "off") if isinstance(value, bool) else str(value or "auto").strip().lower()
+    if mode not in CONSTRAINED_MODES:
+        raise ConfigError(f"constrained_decoding / CONSTRAINED_DECODING must be one of {', '.join(CONSTRAINED_MODES)},"
+                          f" not {value!r}", key="constrained_decoding")
+    return mode

@@ -182,10 +182,11 @@ class _ToolCallDeltas:
 class _Attempt(Exception):
     """Internal: a failed attempt that may be retried."""
 
-    def __init__(self, what: str, retry_after: float | None = None) -> None:
+    def __init__(self, what: str, retry_after: float | None = None, server_said: str | None = None) -> None:
         super().__init__(what)
         self.what = what
         self.retry_after = retry_after
+        self.server_said = server_said  # the server answered with this error message (a 5xx, a 429...)
         self.error: Exception | None = None  # the exception of the attempt
 
 

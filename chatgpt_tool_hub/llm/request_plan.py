@@ -53,6 +53,7 @@ from .openai_parts import (
     _usage_from,
     parse_retry_after,
 )
+from .servers import ServerProfile, constraint_params, encode_messages
 from .stops import clean_stop, cut_at_stop
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ _UNSUPPORTED_WORDS = ("unsupported", "not supported", "unrecognized", "unknown",
 
 KEY_HINT = "check llm_api_key / LLM_API_KEY"
 MODEL_HINT = "check model_name / MODEL_NAME and llm_api_base_url / LLM_API_BASE_URL"
+SERVER_HINT = ("the server's own message says what it could not do; its log has the details. If it is about "
+               "the request's form, set llm_server / LLM_SERVER to the kind of server it is")
 URL_HINT = "check llm_api_base_url / LLM_API_BASE_URL, proxy / PROXY and request_timeout / REQUEST_TIMEOUT"
 
 ABANDON = (json.JSONDecodeError, UnicodeDecodeError)  # a 200 whose body is not JSON: an empty answer, no retry
@@ -134,9 +137,13 @@ class RequestPlans:
     backoff_base: float
     backoff_max: float
     max_tokens: int | None
+    response_schema: dict | None
     _api_key: "_Secret"
     _redactor: "Redactor"
     _unsupported: set[str]
+
+    def profile_now(self) -> ServerProfile:  # the client's: what its server is known to be (no I/O)
+        raise NotImplementedError
 
     @property
     def is_azure(self) -> bool:
@@ -202,7 +209,7 @@ class RequestPlans:
         it is retried, its connection closed first). Raises the final error."""
         stream = bool(params.get("stream"))
         attempts, attempt = self.max_retries + 1, 0
-        last, last_err = "no attempt", None
+        last, last_err, answered = "no attempt", None, False
         while attempt < attempts:
             attempt += 1
             started = self._log_request(attempt, attempts, params)
@@ -220,10 +227,10 @@ class RequestPlans:
             if outcome is None:
                 attempt -= 1
                 continue
-            last, last_err = outcome.what, outcome.error
+            last, last_err, answered = outcome.what, outcome.error, outcome.server_said is not None
             if attempt < attempts and (delay := self._next_delay(outcome, attempt)) > 0:
                 yield Wait(delay)
-        self._give_up(attempts, last, last_err)
+        self._give_up(attempts, last, last_err, answered)
 
     def _failed(self, err: Exception, params: dict[str, Any], attempt: int, started: float) -> Any:
         """What to do after attempt ``attempt`` raised ``err``: ``None`` (try again at once: a parameter was
@@ -242,16 +249,22 @@ class RequestPlans:
         logger.debug("LLM response model=%s attempt=%d status=%s latency=%.3fs error=%s",
                      self.model_name, attempt, status if status is not None else "-", latency, type(err).__name__)
         if not isinstance(outcome, _Attempt):
-            if status == 400 and self._drop_unsupported(params, self._server_message(err)):
+            if status in (400, 422) and self._drop_unsupported(params, self._server_message(err)):
                 return None  # not the server's fault; does not count
             self._raise(outcome, err)
         outcome.error = err
         return outcome
 
-    def _give_up(self, attempts: int, last: str, last_err: Exception | None) -> NoReturn:
-        self._raise(LLMConnectionError(
-            f"LLM request to {self.endpoint} failed after {attempts} attempt{'s' if attempts != 1 else ''} "
-            f"(last: {last}) -- {URL_HINT}"), last_err)
+    def _give_up(self, attempts: int, last: str, last_err: Exception | None, answered: bool = False) -> NoReturn:
+        """The final error after the last attempt. When the server answered (a 5xx with its own message), the
+        message is the cause, not the URL, proxy or timeout: it is kept, with a hint about what to look at."""
+        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if answered:
+            self._raise(LLMConnectionError(
+                f"LLM server at {self.endpoint} refused the request after {tries} ({last}) -- {SERVER_HINT} "
+                f"({self.profile_now().label})"), last_err)
+        self._raise(LLMConnectionError(f"LLM request to {self.endpoint} failed after {tries} (last: {last}) -- "
+                                       f"{URL_HINT}"), last_err)
 
     def _log_request(self, attempt: int, attempts: int, params: dict) -> float:
         if logger.isEnabledFor(logging.DEBUG):  # the endpoint is worked out only for a log that is written
@@ -276,11 +289,15 @@ class RequestPlans:
 
     def _params(self, messages: Sequence[Message], stop: list[str], stream: bool,
                 tools: Sequence[dict] | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self.model_name, "messages": _encodable(messages)}
+        profile = self.profile_now()
+        params: dict[str, Any] = {"model": self.model_name,
+                                  "messages": encode_messages(_encodable(messages), profile)}
         if tools:
             params["tools"] = list(tools)
-            if "tool_choice" not in self._unsupported:
+            if "tool_choice" not in self._unsupported and profile.tool_choice:
                 params["tool_choice"] = "auto"
+        if self.response_schema is not None and "response_format" not in self._unsupported:
+            params.update(constraint_params(self.response_schema, profile))
         if "temperature" not in self._unsupported and self.temperature is not None:
             params["temperature"] = self.temperature
         if self.max_tokens is not None and "max_tokens" not in self._unsupported:
@@ -289,7 +306,7 @@ class RequestPlans:
             params["stop"] = stop[:MAX_STOP_SEQUENCES]
         if stream:
             params["stream"] = True
-            if "stream_options" not in self._unsupported:
+            if "stream_options" not in self._unsupported and profile.stream_options:
                 params["stream_options"] = {"include_usage": True}
         return params
 
@@ -298,7 +315,7 @@ class RequestPlans:
         lowered = message.lower()
         if not any(w in lowered for w in _UNSUPPORTED_WORDS):
             return False
-        for name in ("stream_options", "temperature", "stop", "tool_choice", "max_tokens"):
+        for name in ("stream_options", "temperature", "stop", "tool_choice", "max_tokens", "response_format"):
             named = any(q in lowered for q in (f"'{name}'", f'"{name}"', f"`{name}`", f"{name}:"))
             if name in params and (named or (name == "stream_options" and name in lowered)):
                 self._unsupported.add(name)
@@ -333,7 +350,9 @@ class RequestPlans:
             message = self._server_message(err)
             headers = getattr(getattr(err, "response", None), "headers", None)
             if status in RETRYABLE_STATUS or status >= 500:
-                return _Attempt(f"HTTP {status}", parse_retry_after(headers))
+                # the server's own error (500, 501) is the cause; behind a gateway (502-504) the way there may be
+                return _Attempt(f"HTTP {status}: {message}", parse_retry_after(headers),
+                                server_said=message if status in (500, 501) else None)
             where = f"model {self.model_name!r} at {self.endpoint}"
             if self.is_azure:
                 where = f"Azure deployment {self.deployment_id!r} at {self.endpoint}"

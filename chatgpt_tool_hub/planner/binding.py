@@ -17,7 +17,7 @@ from ..tools.base import Tool
 
 __all__ = ["RESOURCE_KINDS", "PLACEHOLDER", "placeholders", "whole_placeholder", "bind", "tool_input",
            "substitute", "UnresolvedPlaceholder", "resource_value", "describe_inputs", "full_paths", "locate",
-           "workspace_roots"]
+           "workspace_roots", "required_parameters"]
 
 RESOURCE_KINDS = ("text", "image", "audio", "video")
 FILE_KINDS = ("image", "audio", "video")
@@ -73,7 +73,7 @@ def describe_inputs(tool: Tool) -> str:
 def bind(tool: Tool, args: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
     """Map plan argument keys to tool parameters: ``({param: arg_key}, problems)``."""
     kinds = tool.input_kinds()
-    required = _required(tool)
+    required = required_parameters(tool)
     mapping: dict[str, str] = {}
     problems: list[str] = []
     for key in args:
@@ -103,7 +103,8 @@ def _param_for(key: str, kinds: Mapping[str, str], taken: Mapping[str, str], req
     return None
 
 
-def _required(tool: Tool) -> list[str]:
+def required_parameters(tool: Tool) -> list[str]:
+    """The parameters a task of ``tool`` must give (``text`` for a tool that takes one string)."""
     if tool.parameters is None:
         return ["text"]
     props = tool.parameters.get("properties") or {}

@@ -6,7 +6,14 @@ serves many requests at once. LLM calls: planning 1 (+1 for a re-plan),
 selection 1 per task with two or more candidates in ``"llm"`` mode (none in
 the other modes), 1 per ``conversational`` / ``text-generation`` task (the
 app's LLM answers them, :mod:`.llmtask`), response 1 (none when the planning
-reply already answered a request that needs no tool). The planner's own calls
+reply already answered a request that needs no tool). Every request ends in an
+answer, never in an exception from a bad plan: a planning reply in prose, with
+no JSON at all, is the answer (``stopped_by="no_tools"``, as an empty plan);
+a plan still invalid after the re-plan is answered by one more call without
+tools (``stopped_by="plan_failed"``; when that reply is empty, a message says
+planning failed and why). So a request makes at most 3 calls before any task
+runs. The planning prompt's demonstrations name only the app's own tools
+(:mod:`.demos`). The planner's own calls
 go through the engine's LLM drivers (:mod:`chatgpt_tool_hub.engine.drivers`):
 the request's :class:`~chatgpt_tool_hub.run.control.RunBudget` ``cancel()``
 ends the wait for any of them at once, as it stops the DAG, and the request
@@ -28,7 +35,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Mapping, Sequence
+from typing import Any, Callable, Generator, Mapping, NamedTuple, Sequence
 
 from ..config import SETTINGS
 from ..engine.drivers import complete, control_of, llm_reply
@@ -42,13 +49,14 @@ from ..run.control import RunBudget, RunCancelled
 from ..run.steps import RunUsage
 from ..tools.base import Tool, ToolContext
 from .binding import describe_inputs, workspace_roots
+from .demos import planning_demos
 from .events import PlanEvent, SelectionEvent
 from .execute import DagRun
 from .inputs import RequestFiles
 from .llmtask import DEFAULT_SYSTEM, with_llm_tasks
-from .plan import PlanError, PlanFeedback, Task, parse_plan, validate_plan
-from .prompts import demonstrations, planner_prompts
-from .respond import cancelled_answer, direct_messages, response_messages
+from .plan import PlanFeedback, Task, parse_plan, problem_reason, prose_answer, validate_plan
+from .prompts import planner_prompts
+from .respond import cancelled_answer, direct_messages, plan_failed_messages, response_messages
 from .results import Assignment, PlanResult, TaskResult
 from .select import ModelSelector
 from .workers import DaemonPool
@@ -147,9 +155,12 @@ def iter_request(req: Request) -> Gen:
 
 
 def _stages(req: Request, result: PlanResult, started: float) -> Gen:
-    tasks, answer = yield from _plan(req, result)
+    tasks, answer, failed = yield from _plan(req, result)
     result.plan = [req.redacted(t.as_dict()) for t in tasks]
     req.check()
+    if failed:
+        output = yield from _answer_without_plan(req, result.plan_problems)
+        return (yield from _finish(req, result, output, "plan_failed", started))
     if not tasks:
         if not answer:
             messages = direct_messages(req.prompts, req.query, req.history, req.settings.bot_name)
@@ -178,9 +189,19 @@ def _finish(req: Request, result: PlanResult, output: str, stopped_by: str, star
 # ---- stage 1: planning ---------------------------------------------------------------
 
 
+class Planning(NamedTuple):
+    """What the planning stage ends with: the tasks to run, an answer written instead of a plan, or ``failed``
+    (the plan was still invalid after the re-plan; ``PlanResult.plan_problems`` says why)."""
+
+    tasks: list[Task]
+    answer: str = ""
+    failed: bool = False
+
+
 def _plan(req: Request, result: PlanResult) -> Gen:
-    """``(tasks, answer)``; ``result`` gets the replans and the problems of the first plan. A second invalid
-    plan raises PlanError."""
+    """A :class:`Planning`; ``result`` gets the replans and the problems of the last rejected plan. An invalid
+    plan goes back once with its problems; a reply with no JSON at all is the answer (the model chose to
+    answer the request itself, as an empty plan does; JARVIS answers such requests by chit-chat too)."""
     messages = _planning_messages(req)
     for attempt in (1, 2):
         result.replans = attempt - 1
@@ -190,20 +211,19 @@ def _plan(req: Request, result: PlanResult) -> Gen:
             tasks, problems = validate_plan(parsed.items, req.tools, max_tasks=req.settings.max_tasks,
                                             files=req.files)
         except PlanFeedback as feedback:
-            if attempt == 2 and feedback.prose and (reply.text or "").strip():
-                # told to plan and still only talking: the request needs no task, and this is the answer
-                # (JARVIS answers such requests by chit-chat too)
-                return [], reply.text.strip()
+            answer = prose_answer(reply.text) if feedback.prose else ""
+            if answer:
+                return Planning([], answer)
             parsed, tasks, problems = None, [], feedback.problems
         if not problems:
             if tasks:
                 yield PlanEvent(req.redacted(_summary(tasks)), tasks=tuple(req.redacted(t.as_dict()) for t in tasks),
                                 attempt=attempt)
-            return tasks, (parsed.answer if parsed else "")
-        if attempt == 2:
-            raise PlanError("the LLM's plan was invalid twice; problems with the last one:\n- "
-                            + "\n- ".join(problems), problems=problems, llm_output=reply.text)
+            return Planning(tasks, parsed.answer if parsed else "")
         result.plan_problems = problems
+        if attempt == 2:
+            yield ErrorEvent("planning failed: the plan was invalid twice: " + "; ".join(problems), "PlanError")
+            return Planning([], failed=True)
         yield ErrorEvent("the plan was sent back: " + "; ".join(problems), "PlanFeedback")
         messages = [*messages, {"role": "assistant", "content": reply.text or "(empty reply)"},
                     {"role": "user", "content": req.prompts.render(
@@ -215,8 +235,21 @@ def _planning_messages(req: Request) -> list[Message]:
     available = "\n".join(_describe(tool) for tool in req.tools.values()) or "(none)"
     system = req.prompts.render("plan_system", bot_name=req.settings.bot_name, date=_dt.date.today().isoformat(),
                                 max_tasks=req.settings.max_tasks, available_tasks=available)
-    return [{"role": "system", "content": system}, *demonstrations(req.prompts), *req.history,
+    return [{"role": "system", "content": system}, *planning_demos(req.prompts, req.tools), *req.history,
             {"role": "user", "content": req.query}]
+
+
+def _answer_without_plan(req: Request, problems: Sequence[str]) -> Gen:
+    """The answer when planning failed: the LLM answers without tools, told why; an empty reply gets a message
+    that says planning failed and why (streamed as one token event, as the LLM's answer would be)."""
+    reason = problem_reason(problems)
+    messages = plan_failed_messages(req.prompts, req.query, req.history, req.settings.bot_name, reason)
+    answer = (yield from _call(req, messages, req.stream)).text.strip()
+    if not answer:
+        answer = req.prompts.render("plan_failed", reason=reason)
+        if req.stream:
+            yield TokenEvent(req.redacted(answer))
+    return answer
 
 
 def _describe(tool: Tool) -> str:

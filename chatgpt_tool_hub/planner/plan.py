@@ -3,8 +3,10 @@
 A plan is ``[{"task": <tool>, "id": 0, "dep": [-1], "args": {...}}]``.
 ``parse_plan`` reads it out of free text; ``validate_plan`` checks it against
 the app's tools and returns either the tasks or the exact list of problems,
-which go back to the LLM once (``PlanFeedback``, a model-feedback error); a
-second invalid plan is a :class:`PlanError` (a run failure).
+which go back to the LLM once (``PlanFeedback``, a model-feedback error). A
+reply with no JSON at all is an answer, not a plan (:func:`prose_answer`); a
+second invalid plan ends the request without tools (``stopped_by="plan_failed"``,
+see :mod:`.pipeline`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from .inputs import RequestFiles
 from .jsonish import BadJSON, CutOffJSON, NoJSON, extract_json
 
 __all__ = ["Task", "ParsedPlan", "PlanFeedback", "PlanError", "parse_plan", "validate_plan", "resolve_tool",
-           "unknown_task_problem"]
+           "unknown_task_problem", "prose_answer", "problem_reason"]
 
 _ANSWER = re.compile(r"^\s*(?:answer|ai|final answer)\s*[:：]\s*", re.I | re.M)
 _MAX_PROBLEMS = 15
+_INSTRUCTION = re.compile(r"\.\s+(?:Reply|Plan)\b")  # where a problem's advice to the LLM starts
 
 
 class PlanFeedback(ModelFeedbackError):
@@ -43,7 +46,10 @@ class PlanError(RunError):
 
     A run failure, not a developer mistake: the request and the configuration
     were fine, the model's output was unusable. ``problems`` lists what was
-    wrong with the last plan; ``llm_output`` is its raw text.
+    wrong with the last plan; ``llm_output`` is its raw text. The planner
+    pipeline does not raise it (such a request ends with
+    ``stopped_by="plan_failed"`` and an answer); it names the failure for code
+    that plans and validates on its own.
     """
 
     def __init__(self, message: str, *, problems: Sequence[str] = (), llm_output: str = ""):
@@ -100,6 +106,25 @@ def parse_plan(text: str, *, finish_reason: str | None = None) -> ParsedPlan:
         if match:
             answer = text[match.end():].strip()
     return ParsedPlan(value, answer)
+
+
+def prose_answer(text: str) -> str:
+    """A planning reply that holds no JSON, as the answer it is: trimmed, a leading ``Answer:`` marker dropped."""
+    text = (text or "").strip()
+    match = _ANSWER.match(text)
+    return text[match.end():].strip() if match else text
+
+
+def problem_reason(problems: Sequence[str], limit: int = 300) -> str:
+    """Why a plan was refused, in short, for the user and a direct answer: the first problem without its advice
+    to the LLM ("Reply with ..."), clipped, and how many more there were."""
+    if not problems:
+        return "the plan was invalid"
+    reason = _INSTRUCTION.split(problems[0], maxsplit=1)[0].strip()
+    if len(reason) > limit:
+        reason = reason[:limit].rstrip() + " ..."
+    more = len(problems) - 1
+    return reason + (f" (and {more} more problem{'s' if more != 1 else ''})" if more else "")
 
 
 def _single_object(text: str) -> list[Any] | None:

@@ -15,7 +15,7 @@ from importlib import resources
 from ..engine.prompts import PromptSet
 from ..llm.base import Message
 
-__all__ = ["planner_prompts", "demonstrations"]
+__all__ = ["planner_prompts", "demonstrations", "demo_pairs"]
 
 _SECTION = re.compile(r"^\[(\w+)\]\s*$", re.M)
 _DEMO = re.compile(r"demo_(\d+)_(user|assistant)$")
@@ -33,17 +33,22 @@ def planner_prompts(language: str = "en") -> PromptSet:
     return PromptSet(language, sections)
 
 
-def demonstrations(prompts: PromptSet) -> list[Message]:
-    """The planning demonstrations as alternating user/assistant messages, in file order."""
+def demo_pairs(prompts: PromptSet) -> list[tuple[str, str]]:
+    """The file's planning demonstrations as ``(user, assistant)`` pairs, in file order."""
     pairs: dict[int, dict[str, str]] = {}
     for name, body in prompts.sections.items():
         match = _DEMO.match(name)
         if match:
             pairs.setdefault(int(match.group(1)), {})[match.group(2)] = body
+    return [(pairs[n]["user"], pairs[n]["assistant"]) for n in sorted(pairs)
+            if "user" in pairs[n] and "assistant" in pairs[n]]
+
+
+def demonstrations(prompts: PromptSet) -> list[Message]:
+    """All of the file's planning demonstrations as alternating user/assistant messages, in file order (the
+    pipeline sends only those that fit the app's tools: :func:`.demos.planning_demos`)."""
     messages: list[Message] = []
-    for number in sorted(pairs):
-        pair = pairs[number]
-        if "user" in pair and "assistant" in pair:
-            messages.append({"role": "user", "content": pair["user"]})
-            messages.append({"role": "assistant", "content": pair["assistant"]})
+    for user, assistant in demo_pairs(prompts):
+        messages.append({"role": "user", "content": user})
+        messages.append({"role": "assistant", "content": assistant})
     return messages

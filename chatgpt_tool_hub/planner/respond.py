@@ -21,7 +21,7 @@ from .binding import full_paths
 from .plan import Task
 from .results import Assignment, TaskResult
 
-__all__ = ["response_messages", "direct_messages", "processes", "cancelled_answer"]
+__all__ = ["response_messages", "direct_messages", "plan_failed_messages", "processes", "cancelled_answer"]
 
 OUTPUT_MAX_CHARS = 3000
 
@@ -75,6 +75,13 @@ def response_messages(prompts: PromptSet, query: str, history: Sequence[Message]
 def direct_messages(prompts: PromptSet, query: str, history: Sequence[Message], bot_name: str) -> list[Message]:
     """An empty plan: answer the request without tools."""
     system = prompts.render("direct_system", bot_name=bot_name, date=_today())
+    return [{"role": "system", "content": system}, *history, {"role": "user", "content": query}]
+
+
+def plan_failed_messages(prompts: PromptSet, query: str, history: Sequence[Message], bot_name: str,
+                         reason: str) -> list[Message]:
+    """No plan could be made: answer the request without tools, knowing why (the broken plans are not shown)."""
+    system = prompts.render("plan_failed_system", bot_name=bot_name, date=_today(), reason=reason)
     return [{"role": "system", "content": system}, *history, {"role": "user", "content": query}]
 
 

@@ -10,7 +10,10 @@ from ..run.steps import RunUsage, ToolStep
 __all__ = ["TaskStatus", "TaskResult", "Assignment", "PlanResult", "PlannerStop"]
 
 TaskStatus = Literal["pending", "running", "ok", "failed", "skipped", "timeout", "cancelled"]
-PlannerStop = Literal["answer", "no_tools", "cancelled"]
+# answer: the response to the task results; no_tools: answered without a task (an empty plan, or a planning
+# reply in prose); plan_failed: the plan was still invalid after the re-plan, so the LLM answered without tools
+# (or, when it gave nothing, a message says why); cancelled: the request was cancelled
+PlannerStop = Literal["answer", "no_tools", "plan_failed", "cancelled"]
 FINAL_STATUSES = ("ok", "failed", "skipped", "timeout", "cancelled")
 
 
@@ -77,7 +80,9 @@ class PlanResult:
     usage: RunUsage = field(default_factory=RunUsage)
     stopped_by: PlannerStop = "answer"
     replans: int = 0                                   # 1 when the first plan was sent back with its problems
-    plan_problems: list[str] = field(default_factory=list)  # the problems of the rejected first plan
+    # the problems of the last rejected plan: the first one's when it was sent back, the second one's when
+    # planning failed (stopped_by="plan_failed")
+    plan_problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property

@@ -94,6 +94,8 @@ class RunState:
     parse_failures: list[ParseFailureStep] = field(default_factory=list)
     usage: RunUsage = field(default_factory=RunUsage)
     tool_context: Any = None  # the ToolContext every tool call of this run gets (made on the first call)
+    reply_schema: dict[str, Any] | None = None  # constrained decoding: the JSON schema each reply is kept to
+    last_call: Any = None  # (call key, outcome) of the last tool call: the same call again gets its result
 
     @property
     def tool_calls(self) -> int:

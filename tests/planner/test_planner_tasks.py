@@ -15,7 +15,7 @@ from chatgpt_tool_hub.planner.catalog import llm_tasks, task_names, unavailable_
 from chatgpt_tool_hub.planner.events import PlanEvent, TaskStartEvent
 from chatgpt_tool_hub.planner.inputs import RequestFiles, request_paths
 from chatgpt_tool_hub.planner.llmtask import LLMTaskTool
-from chatgpt_tool_hub.planner.plan import PlanError, resolve_tool, validate_plan
+from chatgpt_tool_hub.planner.plan import resolve_tool, validate_plan
 from chatgpt_tool_hub.testing import ScriptedLLM
 from chatgpt_tool_hub.tools import Tool, tool
 from chatgpt_tool_hub.tools.base import ToolContext, ToolResult
@@ -278,13 +278,14 @@ def test_files_the_request_names_are_copied_in_and_the_plan_names_the_copies(loo
     assert outside.exists() and Path("example.jpg").exists()  # the originals are left alone
 
 
-def test_a_missing_file_is_sent_back_then_a_plan_error(looker):
+def test_a_missing_file_is_sent_back_then_answered_without_tools(looker):
     items = plan(task(0, "image-captioning", {"image": "/nope/exp1.jpg"}))
-    llm = ScriptedLLM([items, items])
-    with pytest.raises(PlanError) as err:
-        PlannerApp(llm, [looker]).run("what is in /nope/exp1.jpg?")
+    llm = ScriptedLLM([items, items, "I cannot open /nope/exp1.jpg."])
+    result = PlannerApp(llm, [looker]).run("what is in /nope/exp1.jpg?")
+    assert (result.stopped_by, result.output) == ("plan_failed", "I cannot open /nope/exp1.jpg.")
     expected = "the image '/nope/exp1.jpg' named in the request cannot be used: there is no such file"
-    assert any(expected in p for p in err.value.problems)
+    assert any(expected in p for p in result.plan_problems)
+    assert expected in llm.requests[2][0]["content"]  # the direct answer knows why
     assert expected in llm.requests[1][-1]["content"]  # the first plan went back with the reason
     assert looker.seen == []  # nothing ran
 
