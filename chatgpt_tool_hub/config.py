@@ -71,6 +71,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("prompt_language", str, "auto", "'en', 'zh' or 'auto' (by the question's script)"),
         Setting("tool_calling", str, "text", "'text' (Thought/Action/Action Input protocol) or 'native' "
                 "(the API's tool calls)"),
+        Setting("llm_max_tokens", int, 0, "most tokens the model may write per LLM call (0: the server's own "
+                "limit; 1024 for llama.cpp's servers, which would otherwise write until the context is full)"),
         Setting("llm_server", str, "auto", "the kind of OpenAI-compatible server behind llm_api_base_url: auto (told "
                 "by the URL, else asked once), openai, azure, llama.cpp, llama-cpp-python, vllm, ollama, lmstudio, "
                 "tgi, litellm or generic; it decides the form of messages and of constrained decoding"),

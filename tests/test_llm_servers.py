@@ -268,3 +268,17 @@ def test_streams_from_llama_cpp_python_do_not_ask_for_usage_chunks(chat_server):
     chunks = list(llm.stream([{"role": "user", "content": "q"}]))
     assert "".join(c.text for c in chunks) == "streamed" and chunks[-1].usage.estimated
     assert "stream_options" not in chat_server.bodies[0]
+
+
+def test_llama_cpp_servers_get_a_token_limit_unless_one_is_set(chat_server):
+    """llama.cpp's servers write until the context is full when no limit is sent: a small model that repeats
+    itself holds the request for minutes."""
+    chat_server.models = MODEL_LISTS["llama.cpp"][0]
+    make(chat_server).complete([{"role": "user", "content": "q"}])
+    assert chat_server.bodies[0]["max_tokens"] == 1024
+    make(chat_server, llm_server="vllm").complete([{"role": "user", "content": "q"}])
+    assert "max_tokens" not in chat_server.bodies[1]
+    app = AppFactory().create_app(tools_list=[multiply], llm_api_base_url=chat_server.url, model_name="m",
+                                  no_default=True, llm_max_tokens=200, constrained_decoding="off")
+    app.ask("hi")
+    assert chat_server.bodies[2]["max_tokens"] == 200

@@ -43,7 +43,7 @@ def build_llm(raw: Mapping[str, Any]) -> LLM:
         raise ConfigError(NO_LLM_HELP, key="llm_api_key")
     from .openai_client import OpenAICompatibleLLM
 
-    return OpenAICompatibleLLM(
+    llm = OpenAICompatibleLLM(
         model,
         api_key=key,
         base_url=base_url,
@@ -56,3 +56,6 @@ def build_llm(raw: Mapping[str, Any]) -> LLM:
         llm_server=values.get("llm_server") or "auto",
         constrained_decoding=values.get("constrained_decoding") or "auto",
     )
+    if values.get("llm_max_tokens"):
+        llm.max_tokens = int(values["llm_max_tokens"])
+    return llm

@@ -300,8 +300,9 @@ class RequestPlans:
             params.update(constraint_params(self.response_schema, profile))
         if "temperature" not in self._unsupported and self.temperature is not None:
             params["temperature"] = self.temperature
-        if self.max_tokens is not None and "max_tokens" not in self._unsupported:
-            params["max_tokens"] = self.max_tokens
+        limit = self.max_tokens if self.max_tokens is not None else profile.max_tokens
+        if limit is not None and "max_tokens" not in self._unsupported:
+            params["max_tokens"] = limit
         if stop and "stop" not in self._unsupported:
             params["stop"] = stop[:MAX_STOP_SEQUENCES]
         if stream:

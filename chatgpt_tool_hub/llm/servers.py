@@ -41,6 +41,8 @@ class ServerProfile:
     schema that constrains the reply is sent (see :func:`constraint_params`), None when the server has no
     constrained decoding. ``constrain_by_default``: ``constrained_decoding=auto`` turns it on (servers
     that run small local models, where it is the difference between a readable action and none).
+    ``max_tokens``: the limit sent when none is set (llama.cpp's servers otherwise write until the context
+    is full: a small model that repeats itself would hold the request for minutes).
     """
 
     name: str
@@ -51,14 +53,16 @@ class ServerProfile:
     constrain_by_default: bool = False
     tool_choice: bool = True
     stream_options: bool = True
+    max_tokens: int | None = None  # sent when no limit is set: servers whose own default is the whole context
 
 
 PROFILES: dict[str, ServerProfile] = {p.name: p for p in (
     ServerProfile("openai", "OpenAI", call_turn_content=None, constraint="json_schema"),
     ServerProfile("azure", "Azure OpenAI", call_turn_content=None, constraint="json_schema"),
-    ServerProfile("llama.cpp", "llama.cpp llama-server", constraint="json_object_schema", constrain_by_default=True),
+    ServerProfile("llama.cpp", "llama.cpp llama-server", constraint="json_object_schema", constrain_by_default=True,
+                  max_tokens=1024),
     ServerProfile("llama-cpp-python", "llama-cpp-python's server", text_parts=False,
-                  constraint="json_object_schema", constrain_by_default=True, stream_options=False),
+                  constraint="json_object_schema", constrain_by_default=True, stream_options=False, max_tokens=1024),
     ServerProfile("vllm", "vLLM", constraint="json_schema", constrain_by_default=True),
     ServerProfile("ollama", "Ollama (OpenAI endpoint)", constraint="json_schema", constrain_by_default=True),
     ServerProfile("lmstudio", "LM Studio", constraint="json_schema", constrain_by_default=True),
