@@ -55,7 +55,8 @@ def test_native_repeats_of_one_call_run_it_once_and_the_depth_stop_answers_from_
 
 def test_a_call_written_out_in_a_native_reply_is_run():
     # the second: what llama-cpp-python's chatml-function-calling format left in a reply's content
-    for written in ("multiply(a=37, b=41)", 'functions.multiply:\n{"a": 37, "b": 41}'):
+    for written in ("multiply(a=37, b=41)", 'functions.multiply:\n{"a": 37, "b": 41}',
+                    "functions.multiply:\n{ &#34;a&#34;: 37, &#34;b&#34;: 41 }"):
         RUNS.clear()
         llm = ScriptedLLM([written, "It is 1517."])
         result = Engine(llm, [multiply], NATIVE).run("37*41?")

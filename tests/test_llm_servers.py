@@ -282,3 +282,26 @@ def test_llama_cpp_servers_get_a_token_limit_unless_one_is_set(chat_server):
                                   no_default=True, llm_max_tokens=200, constrained_decoding="off")
     app.ask("hi")
     assert chat_server.bodies[2]["max_tokens"] == 200
+
+
+def test_a_validation_error_answered_as_500_drops_the_parameter_it_names(chat_server):
+    """llama-cpp-python answers a request its schema refuses with HTTP 500 and pydantic's message."""
+    def check(body):
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return 500, ("1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                         "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}")
+        return None
+
+    chat_server.check = check
+    chat_server.replies = ["Thought: Do I need to use a tool? No\nAI: fine"]
+    llm = make(chat_server, llm_server="generic", constrained_decoding="on", max_retries=0)
+    assert Engine(llm, [multiply]).run("hi").output == "fine"
+    assert "response_format" in chat_server.bodies[0] and "response_format" not in chat_server.bodies[1]
+
+
+def test_a_server_that_did_not_answer_is_asked_again_and_one_without_a_model_list_is_not(chat_server):
+    llm = OpenAICompatibleLLM("m", api_key=None, base_url="http://127.0.0.1:9/v1", timeout=1, max_retries=0)
+    assert llm.server_profile().name == "generic" and llm._server["profile"] is None  # refused: ask again later
+    chat_server.models = {"error": "no such route"}  # an answer, though not a model list: settled
+    answered = make(chat_server)
+    assert answered.server_profile().name == "generic" and answered._server["profile"] is not None

@@ -23,7 +23,8 @@ from ..tools.base import Tool
 __all__ = ["FINAL_ACTION", "reply_schema", "final_schema"]
 
 FINAL_ACTION = "Final Answer"
-THOUGHT_MAX_CHARS = 300  # a small model's thought, cut short by the grammar rather than rambling on
+THOUGHT_MAX_CHARS = 200  # a small model's thought, cut short by the grammar rather than rambling on
+ANSWER_MAX_CHARS = 2000  # a small model that repeats itself inside the answer's string ends it here
 _KEPT = ("type", "enum", "const", "required", "minItems", "maxItems", "minLength", "maxLength")
 
 
@@ -38,7 +39,7 @@ def final_schema() -> dict[str, Any]:
 
 
 def _final() -> dict[str, Any]:
-    return _option(FINAL_ACTION, {"type": "string"})
+    return _option(FINAL_ACTION, {"type": "string", "maxLength": ANSWER_MAX_CHARS})
 
 
 def _option(action: str, input_schema: Mapping[str, Any]) -> dict[str, Any]:

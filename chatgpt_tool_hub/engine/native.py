@@ -10,6 +10,7 @@ without tool calls is the answer -- unless it is written in the text protocol
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 import uuid
@@ -168,7 +169,7 @@ def written_call(text: str, tool_names: Sequence[str]) -> Action | None:
     prefixed = _FUNCTIONS_PREFIX.match(text or "")
     if prefixed is not None and prefixed.group(1).lower() in names:
         try:
-            arguments = json.loads(prefixed.group(2))
+            arguments = json.loads(html.unescape(prefixed.group(2)))  # its template escapes quotes as &#34;
         except ValueError:
             arguments = None
         if isinstance(arguments, dict):

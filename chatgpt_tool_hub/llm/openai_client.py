@@ -67,7 +67,7 @@ __all__ = ["OpenAICompatibleLLM", "MAX_STOP_SEQUENCES", "parse_retry_after"]
 NO_KEY_PLACEHOLDER = "no-key-required"  # sent to servers that need no key (Ollama, vLLM…)
 
 CONSTRAINED_MODES = ("auto", "on", "off")
-_PROBE_TIMEOUT_S = 5.0  # GET /models, to tell which server it is
+_PROBE_TIMEOUT_S = 30.0  # GET /models, to tell which server it is (a busy llama.cpp server takes seconds)
 logger = logging.getLogger("chatgpt_tool_hub.llm")
 
 _sleep = time.sleep  # patched in tests
@@ -164,13 +164,23 @@ class OpenAICompatibleLLM(RequestPlans, BaseLLM):
         if known is not None:
             return known
         try:
-            raw = self._get_client().with_options(timeout=_PROBE_TIMEOUT_S).models.with_raw_response.list()
+            timeout = min(_PROBE_TIMEOUT_S, self.timeout or _PROBE_TIMEOUT_S)
+            raw = self._get_client().with_options(timeout=timeout).models.with_raw_response.list()
             found = classify(_json_body(raw), raw.http_response.headers)
         except Exception as exc:  # noqa: BLE001 - any failure: the profile every server accepts
-            logger.debug("could not tell which server %s is (%s)", self.endpoint, type(exc).__name__)
-            found = PROFILES["generic"]
+            return self._unknown(exc)
         self._server["profile"] = found
         return found
+
+    def _unknown(self, exc: Exception) -> ServerProfile:
+        """The profile after a ``GET /models`` that failed: ``generic``; kept when the server answered (it has
+        no model list), asked again next time when it did not answer at all (busy, down, timed out)."""
+        import openai
+
+        logger.debug("could not tell which server %s is (%s)", self.endpoint, type(exc).__name__)
+        if not isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
+            self._server["profile"] = PROFILES["generic"]
+        return PROFILES["generic"]
 
     async def aserver_profile(self) -> ServerProfile:
         """:meth:`server_profile` for asyncio."""
@@ -178,12 +188,12 @@ class OpenAICompatibleLLM(RequestPlans, BaseLLM):
         if known is not None:
             return known
         try:
-            client = (await self._get_async_client()).with_options(timeout=_PROBE_TIMEOUT_S)
+            client = (await self._get_async_client()).with_options(
+                timeout=min(_PROBE_TIMEOUT_S, self.timeout or _PROBE_TIMEOUT_S))
             raw = await client.models.with_raw_response.list()
             found = classify(_json_body(raw), raw.http_response.headers)
         except Exception as exc:  # noqa: BLE001
-            logger.debug("could not tell which server %s is (%s)", self.endpoint, type(exc).__name__)
-            found = PROFILES["generic"]
+            return self._unknown(exc)
         self._server["profile"] = found
         return found
 

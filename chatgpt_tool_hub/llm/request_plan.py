@@ -67,7 +67,7 @@ logger = logging.getLogger("chatgpt_tool_hub.llm")
 MAX_STOP_SEQUENCES = 4  # OpenAI accepts at most 4; the rest are applied client-side
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 _UNSUPPORTED_WORDS = ("unsupported", "not supported", "unrecognized", "unknown", "extra", "not permitted",
-                      "not allowed", "does not support")
+                      "not allowed", "does not support", "validation error", "input should be")
 
 KEY_HINT = "check llm_api_key / LLM_API_KEY"
 MODEL_HINT = "check model_name / MODEL_NAME and llm_api_base_url / LLM_API_BASE_URL"
@@ -248,9 +248,10 @@ class RequestPlans:
         status = getattr(err, "status_code", None)
         logger.debug("LLM response model=%s attempt=%d status=%s latency=%.3fs error=%s",
                      self.model_name, attempt, status if status is not None else "-", latency, type(err).__name__)
+        # a parameter the server refuses (llama-cpp-python answers its validation errors with a 500): drop it
+        if status in (400, 422, 500) and self._drop_unsupported(params, self._server_message(err)):
+            return None  # not the server's fault; does not count
         if not isinstance(outcome, _Attempt):
-            if status in (400, 422) and self._drop_unsupported(params, self._server_message(err)):
-                return None  # not the server's fault; does not count
             self._raise(outcome, err)
         outcome.error = err
         return outcome
