@@ -305,3 +305,19 @@ def test_a_server_that_did_not_answer_is_asked_again_and_one_without_a_model_lis
     chat_server.models = {"error": "no such route"}  # an answer, though not a model list: settled
     answered = make(chat_server)
     assert answered.server_profile().name == "generic" and answered._server["profile"] is not None
+
+
+def test_the_reply_schema_has_no_length_bounds_that_blow_up_a_grammar():
+    """llama.cpp writes maxLength n as n nested optional characters: decoding crawls and its server can crash."""
+    from chatgpt_tool_hub.engine.constrained import reply_schema
+
+    @tool(name="search", parameters={"type": "object", "properties": {
+        "q": {"type": "string", "maxLength": 300, "minLength": 1, "pattern": "^.+$"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 50}},
+        "required": ["q"]})
+    def search(q: str, tags: list | None = None) -> str:
+        return q
+
+    text = json.dumps(reply_schema([search, multiply]))
+    assert "maxLength" not in text and "maxItems" not in text and "pattern" not in text
+    assert '"required": ["q"]' in text

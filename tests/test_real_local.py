@@ -69,7 +69,12 @@ def _app(alias: str):
                                    think_depth=THINK_DEPTH, max_parse_retries=PARSE_RETRIES)
 
 
-@pytest.fixture(scope="module", params=sorted(_PACKAGES))
+# TOOL_HUB_LOCAL_MODELS=smollm2 runs just that one (a dequantised Gemma takes minutes to load on 2 cores)
+_CHOSEN = [m.strip() for m in os.environ.get("TOOL_HUB_LOCAL_MODELS", ",".join(sorted(_PACKAGES))).split(",")
+           if m.strip() in _PACKAGES]
+
+
+@pytest.fixture(scope="module", params=_CHOSEN)
 def app(request):
     """One app, so one load of the weights, per model for the whole module."""
     built = _app(request.param)

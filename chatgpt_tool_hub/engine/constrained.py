@@ -10,8 +10,9 @@ action. :func:`final_schema` admits the final answer only (the last call at the
 think-depth limit).
 
 Tool schemas are cut down to what grammar-based decoders (llama.cpp, outlines,
-xgrammar) all take: types, properties, required, items, enum and const;
-descriptions, formats and patterns stay in the prompt.
+xgrammar) all take and decode fast: types, properties, required, items, enum
+and const; descriptions, formats, patterns and length bounds stay in the
+prompt.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from ..tools.base import Tool
 __all__ = ["FINAL_ACTION", "reply_schema", "final_schema"]
 
 FINAL_ACTION = "Final Answer"
-THOUGHT_MAX_CHARS = 200  # a small model's thought, cut short by the grammar rather than rambling on
-ANSWER_MAX_CHARS = 2000  # a small model that repeats itself inside the answer's string ends it here
-_KEPT = ("type", "enum", "const", "required", "minItems", "maxItems", "minLength", "maxLength")
+# no length bounds: llama.cpp writes maxLength n as n nested optional characters, a grammar so deep that
+# decoding slows to a crawl (and its server can crash); the request's max_tokens bounds a reply instead
+_KEPT = ("type", "enum", "const", "required")
 
 
 def reply_schema(tools: Iterable[Tool]) -> dict[str, Any]:
@@ -39,18 +40,16 @@ def final_schema() -> dict[str, Any]:
 
 
 def _final() -> dict[str, Any]:
-    return _option(FINAL_ACTION, {"type": "string", "maxLength": ANSWER_MAX_CHARS})
+    return _option(FINAL_ACTION, {"type": "string"})
 
 
 def _option(action: str, input_schema: Mapping[str, Any]) -> dict[str, Any]:
+    # the action comes first and there is no free-text thought: a small model that is made to choose among
+    # the tool names at once chooses; one let loose in a thought writes until the token limit
     return {
         "type": "object",
-        "properties": {
-            "thought": {"type": "string", "maxLength": THOUGHT_MAX_CHARS},
-            "action": {"const": action},
-            "action_input": dict(input_schema),
-        },
-        "required": ["thought", "action", "action_input"],
+        "properties": {"action": {"const": action}, "action_input": dict(input_schema)},
+        "required": ["action", "action_input"],
         "additionalProperties": False,
     }
 
