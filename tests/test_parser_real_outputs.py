@@ -9,19 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from chatgpt_tool_hub.engine.parser import Action, Finish, parse_output
-from chatgpt_tool_hub.errors import OutputParserError
-
-
-def reading(text: str, names=None):
-    try:
-        result = parse_output(text, names)
-    except OutputParserError as exc:
-        return ("error", exc.feedback)
-    if isinstance(result, Action):
-        return ("action", result.tool, result.tool_input)
-    return ("finish", result.output)
-
+from chatgpt_tool_hub.engine.parser import Finish, parse_output
+from tests.test_parser_variants import reading  # one reading of a reply for both files
 
 # --- a marker that is not at a line start is prose ----------------------------------------
 
