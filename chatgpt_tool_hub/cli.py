@@ -40,7 +40,9 @@ examples:
   tool-hub demo                                offline demo, no key needed
   tool-hub setup-local                         fetch a tiny local model (then: --model local:smollm2)
   tool-hub serve --port 8000                   the web page at / and an OpenAI-compatible API at /v1
-                                               (pip install "chatgpt-tool-hub[web]"; the API alone: [server])"""
+                                               (pip install "chatgpt-tool-hub[web]"; the API alone: [server])
+  tool-hub mcp --tools python                  the tools as an MCP server on stdio (--http: streamable HTTP)
+                                               for Claude Desktop and other MCP hosts ([mcp])"""
 
 
 class CommandError(Exception):
@@ -315,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .server.cli import add_serve_command
 
     add_serve_command(sub)
+    from .server.mcp_serve import add_mcp_command
+
+    add_mcp_command(sub)
     return parser
 
 

@@ -99,6 +99,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("planner_task_timeout", float, 120.0, "planner mode: seconds per task"),
         Setting("planner_model_selection", str, "llm", "planner mode: llm, downloads or embedding"),
         Setting("planner_top_k", int, 5, "planner mode: candidate models offered to the LLM"),
+        Setting("planner_request_files", str, "local", "planner mode: files a request names by path: local (any "
+                "file this machine's user can read) or workspace (only files in the app's workspace; tool-hub serve "
+                "forces it)"),
         Setting("workspace_dir", str, "./workspace", "working directory of transactional tools"),
         Setting("openapi_max_tools", int, 64, "OpenAPI plugins: past this many tools of one plugin, a warning "
                 "suggests its 'operations' option (0: no limit)"),
@@ -107,6 +110,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("mcp_max_result_chars", int, 20000, "MCP server tools: longer results keep head and tail"),
         Setting("mcp_connect_timeout", float, 30.0, "MCP servers: seconds to start, initialize and list a server"),
         Setting("mcp_call_timeout", float, 60.0, "MCP servers: seconds per tool call, resource read or prompt"),
+        Setting("mcp_host_allow_dangerous", bool, False, "tool-hub mcp: offer the dangerous tools too (the MCP host "
+                "then asks before each call; without it they are left out)"),
+        Setting("mcp_host_api_key", str, None, "tool-hub mcp --http: the bearer key clients must send; required to "
+                "bind a non-loopback address", secret=True),
         # sessions, the async path and the server (tool-hub serve)
         Setting("max_sessions", int, 1000, "sessions an app keeps (memory, python workers), least recently used "
                 "out first (0: no limit); the server keeps at most this many users' apps (and serve_max_users)"),
@@ -158,6 +165,17 @@ SETTINGS: dict[str, Setting] = {
                 "many MiB gets HTTP 429 for new runs until files are removed (0: no limit)"),
         Setting("serve_user_retention_s", float, 604800.0, "tool-hub serve: the folder of a user not seen for "
                 "this long is removed (never a live user's; 0: kept forever)"),
+        Setting("serve_user_header", str, None, "tool-hub serve: a header whose value names the end user within "
+                "the request's API key (X-OpenWebUI-User-Id behind Open WebUI); only for a chat UI the operator "
+                "trusts, and only on requests with a valid key or the local token (empty: off)"),
+        Setting("serve_session_header", str, None, "tool-hub serve: a header naming the conversation "
+                "(X-OpenWebUI-Chat-Id): each value gets its own session (python variables) of the user's app "
+                "(empty: off)"),
+        Setting("serve_direct_model", str, "tool-hub-direct", "tool-hub serve: a model name whose requests go "
+                "to the LLM as they are, without tools (a chat UI's task model; off: none)"),
+        Setting("serve_auxiliary_passthrough", bool, True, "tool-hub serve: requests that are a chat UI's own "
+                "task prompts (Open WebUI's titles, tags, follow-ups, queries, autocomplete: '### Task:') go to "
+                "the LLM as they are, without tools"),
         Setting("max_file_mb", int, 256, "largest file in MiB a python worker or terminal command may write "
                 "(RLIMIT_FSIZE; 0: no limit)"),
         Setting("serve_local_token", str, "auto", "tool-hub serve without serve_api_keys: auto (a random token "
@@ -168,8 +186,19 @@ SETTINGS: dict[str, Setting] = {
                 "takes any when this is unset)"),
         Setting("serve_allowed_origins", str, None, "tool-hub serve: browser origins (https://chat.example:3000) "
                 "allowed to send state-changing requests besides the allowed hosts, comma-separated"),
+        Setting("serve_jarvis_origins", str, None, "tool-hub serve: browser origins of JARVIS's web client "
+                "(http://192.168.1.5:9999) that may call /hugginggpt, /tasks and /results across origins (CORS), "
+                "comma-separated or a JSON list; * lets any page call them (a trusted LAN only)"),
+        Setting("serve_jarvis_keyless", bool, False, "tool-hub serve: /hugginggpt, /tasks and /results take "
+                "requests without a key, as the one user 'jarvis' (JARVIS's web client sends none); a trusted "
+                "LAN only"),
         Setting("serve_link_ttl_s", float, 2_592_000.0, "tool-hub serve: seconds a signed /files link is valid "
                 "(0: links never expire)"),
+        Setting("serve_public_url", str, None, "tool-hub serve: the http(s) URL browsers reach the server by "
+                "(https://hub.example.com); every link the server makes starts with it (default: the URL the "
+                "request came to)"),
+        Setting("serve_trust_proxy", bool, False, "tool-hub serve: links follow the reverse proxy's "
+                "X-Forwarded-Proto, X-Forwarded-Host and X-Forwarded-Prefix (only behind a proxy that sets them)"),
         Setting("serve_max_connections", int, 1000, "tool-hub serve: open connections at once; more are closed "
                 "at once (the open-files limit is raised to fit at start)"),
         Setting("serve_header_timeout_s", float, 10.0, "tool-hub serve: seconds a client has to send a request's "

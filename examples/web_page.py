@@ -72,6 +72,7 @@ def free_port() -> int:
 def screenshot(url: str, path: Path) -> None:
     """Open the page in headless Chromium, ask a question, hand over an image, save a screenshot."""
     from PIL import Image
+    from selenium.common.exceptions import ElementClickInterceptedException
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.keys import Keys
@@ -110,7 +111,11 @@ def screenshot(url: str, path: Path) -> None:
                                                                                       "#tool-hub-chat img")))
         steps = [e for e in driver.find_elements("css selector", "#tool-hub-chat .thought-group .title")
                  if "Step 1" in e.text]
-        steps[-1].click()  # unfold the last step: the action, its input, the observation
+        # unfold the last step (the action, its input, the observation); the chat may still be
+        # scrolling to its new end, so the title is brought to the middle and clicked once it is free
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", steps[-1])
+        WebDriverWait(driver, 10, poll_frequency=0.1, ignored_exceptions=(ElementClickInterceptedException,)).until(
+            lambda d: steps[-1].click() or True)
         wait(lambda d: "Observation" in chat())
         driver.execute_script("document.querySelectorAll('#tool-hub-chat *').forEach("
                               "e => { if (e.scrollHeight > e.clientHeight) e.scrollTop = e.scrollHeight; });")

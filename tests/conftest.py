@@ -34,7 +34,7 @@ def restore_log_levels():
 
 
 # markers the default run leaves out (pyproject.toml's addopts); the summary says how many it left out
-LEFT_OUT_MARKERS = ("slow", "browser")
+LEFT_OUT_MARKERS = ("slow", "browser", "clients", "openwebui", "realmodel")
 _left_out = pytest.StashKey[dict]()
 
 
@@ -56,8 +56,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     left = {name: count for name, count in config.stash.get(_left_out, {}).items() if count}
     if left and config.option.markexpr and not config.option.keyword:
         counts = ", ".join(f"{count} {name}" for name, count in left.items())
+        chosen = " or ".join(left)
         terminalreporter.write_line(f"left out by -m {config.option.markexpr!r}: {counts} test(s); "
-                                    f'run them with -m "slow or browser", or everything with -m ""')
+                                    f'run them with -m "{chosen}", or everything with -m ""')
 
 
 def pytest_collection_modifyitems(config, items):

@@ -91,3 +91,14 @@ def test_no_test_imports_a_benchmark_module():
             offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names
                           if name.split(".")[0] == "benchmarks" or name.startswith("loader ")]
     assert offenders == []
+
+
+def test_every_marker_the_default_run_leaves_out_runs_in_a_ci_stage():
+    """A marker excluded by addopts (``not slow``, ``not clients`` ...) is chosen by some ``-m`` of .ci/run."""
+    config = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    addopts = re.search(r'^addopts = "(.*)"$', config, re.M)
+    assert addopts, "pyproject.toml sets addopts"
+    left_out = set(re.findall(r"not (\w+)", addopts.group(1)))
+    assert {"slow", "browser", "clients", "realmodel", "openwebui"} <= left_out
+    chosen = " ".join(re.findall(r'pytest -q -m "?([^"|]+)"?', CI.read_text(encoding="utf-8")))
+    assert all(re.search(rf"\b{marker}\b", chosen) for marker in left_out), (left_out, chosen)

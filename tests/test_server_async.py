@@ -173,7 +173,7 @@ def test_the_text_protocol_splits_at_the_answer_marker():
               ThoughtEvent("Do I need to use a tool? No"), AnswerEvent("It printed 1.")]
     reasoning, content = _feed(Monologue("react"), events)
     assert content == "It printed 1."
-    assert reasoning.count("Action: python") == 1 and "Observation: 1\n" in reasoning
+    assert reasoning.count("Action: python") == 1 and "Observation:\n\n```\n1\n```\n" in reasoning
     assert reasoning.rstrip().endswith("Do I need to use a tool? No") and "AI:" not in reasoning
 
 
@@ -195,20 +195,21 @@ def test_native_mode_holds_a_reply_until_it_is_known_to_be_a_thought():
               ObservationEvent("python", "1"), *_tokens("The result is 1."), AnswerEvent("The result is 1.")]
     reasoning, content = _feed(Monologue("native"), events)
     assert content == "The result is 1." and "The result" not in reasoning
-    assert "I will compute it." in reasoning and 'Action Input: {"code": "1"}' in reasoning
+    assert "I will compute it." in reasoning and 'Action Input:\n\n```json\n{\n  "code": "1"\n}\n```' in reasoning
 
 
 def test_planner_mode_streams_the_response_as_the_answer_and_the_tasks_as_reasoning():
     events = [ThoughtEvent("plan: 1 task"), ActionEvent("python", "print(1)"), ObservationEvent("python", "1"),
               *_tokens("It printed 1."), AnswerEvent("It printed 1.")]
     reasoning, content = _feed(Monologue("planner"), events)
-    assert content == "It printed 1." and "Thought: plan: 1 task" in reasoning and "Observation: 1" in reasoning
+    assert content == "It printed 1." and "Thought: plan: 1 task" in reasoning
+    assert "Observation:\n\n```\n1\n```" in reasoning
 
 
-def test_nested_engines_steps_are_indented():
+def test_nested_engines_steps_are_quoted():
     events = [ActionEvent("search", "x", depth=1), ObservationEvent("search", "found", depth=1)]
     reasoning, _ = _feed(Monologue("react"), events)
-    assert "  Action: search" in reasoning and "  Observation: found" in reasoning
+    assert "> Action: search" in reasoning and "> Observation:\n>\n> ```\n> found\n> ```" in reasoning
 
 
 def test_an_llm_response_object_with_tool_calls_streams_from_scripted_llm():

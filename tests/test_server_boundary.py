@@ -108,7 +108,7 @@ def test_a_rebinding_page_naming_its_own_host_reads_nothing(live):
     for path in ("/v1/models", "/healthz", "/v1/chat/completions", "/files/x/y.png?sig=0&exp=0", "/config", "/"):
         reply = httpx.get(server.root + path, headers={**server.auth, "Host": f"evil.test:{server.port}"})
         assert reply.status_code == 400 and reply.json()["error"]["code"] == "host_not_allowed", path
-        assert "serve_allowed_hosts" in reply.json()["error"]["message"]
+        assert "serve_allowed_hosts" not in reply.json()["error"]["message"]  # the log names it
     for host in (f"127.0.0.1:{server.port}", f"localhost:{server.port}", "localhost", f"[::1]:{server.port}"):
         assert httpx.get(server.url + "/models", headers={**server.auth, "Host": host}).status_code == 200, host
 
@@ -365,7 +365,7 @@ def test_decoding_a_requests_images_stops_at_its_time_limit(live, tmp_path):
     reply = httpx.post(server.url + "/chat/completions", headers=server.auth, timeout=60, json={
         "model": "tool-hub", "messages": [{"role": "user", "content": [
             {"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": image}}]}]})
-    assert reply.status_code == 504 and "serve_request_timeout_s" in reply.json()["error"]["message"]
+    assert reply.status_code == 504 and "took longer than" in reply.json()["error"]["message"]
     deadline = time.monotonic() + 30
     while _contained_children():
         assert time.monotonic() < deadline, "the decoding child outlived its request"

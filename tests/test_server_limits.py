@@ -43,7 +43,7 @@ def test_wrong_or_missing_keys_are_refused_with_401(live):
     server = live(llm=ScriptedLLM([answer("hello")]), serve_api_keys="k1, k2")
     with pytest.raises(openai.AuthenticationError) as err:
         server.client("wrong").chat.completions.create(model="tool-hub", messages=QUESTION)
-    assert "serve_api_keys" in str(err.value)
+    assert "API key" in str(err.value) and "serve_api_keys" not in str(err.value)
     with pytest.raises(openai.AuthenticationError):
         server.client("wrong").models.list()
     assert httpx.post(server.root + "/tasks", json={"messages": QUESTION}).status_code == 401
@@ -57,7 +57,7 @@ def test_a_body_past_the_limit_is_413(live):
     with pytest.raises(openai.APIStatusError) as err:
         server.client().chat.completions.create(model="tool-hub",
                                                 messages=[{"role": "user", "content": "x" * 10_000}])
-    assert err.value.status_code == 413 and "serve_max_body_bytes" in str(err.value)
+    assert err.value.status_code == 413 and "at most 5000" in str(err.value)
     chunked = httpx.post(server.url + "/chat/completions", content=iter([b"{" + b" " * 6000, b"}"]),
                          headers={"content-type": "application/json", **server.auth})
     assert chunked.status_code == 413  # no Content-Length: counted as it comes
@@ -77,7 +77,7 @@ def test_past_the_concurrent_runs_429_with_retry_after(live):
         with pytest.raises(openai.RateLimitError) as err:
             client.chat.completions.create(model="tool-hub", messages=QUESTION)
         assert err.value.response.headers["retry-after"] == "1"
-        assert "serve_max_concurrent_runs" in str(err.value)
+        assert "try again" in str(err.value) and "serve_max_concurrent_runs" not in str(err.value)
     finally:
         gate.set()
         first.join(20)
@@ -90,11 +90,11 @@ def test_a_run_past_the_time_limit_is_stopped_504_or_an_error_event(live):
     try:
         with pytest.raises(openai.APIStatusError) as err:
             server.client().chat.completions.create(model="tool-hub", messages=QUESTION)
-        assert err.value.status_code == 504 and "serve_request_timeout_s" in str(err.value)
+        assert err.value.status_code == 504 and "took longer than" in str(err.value)
         with pytest.raises(openai.APIError) as err:
             for _ in server.client().chat.completions.create(model="tool-hub", messages=QUESTION, stream=True):
                 pass
-        assert "serve_request_timeout_s" in str(err.value)
+        assert "took longer than" in str(err.value)
     finally:
         gate.set()
     wait_for(lambda: server.state.slots.used == 0)

@@ -55,7 +55,7 @@ def test_the_raw_stream_is_whole_events_in_order(live):
     deltas = [p["choices"][0]["delta"] for p in payloads if p.get("choices")]
     content = "".join(d.get("content") or "" for d in deltas)
     reasoning = "".join(d.get("reasoning_content") or "" for d in deltas)
-    assert content == "The answer is 42." and "Observation: 42" in reasoning
+    assert content == "The answer is 42." and "Observation:\n\n```\n42\n```" in reasoning
     assert len({p["id"] for p in payloads}) == 1 and payloads[-1]["choices"][0]["finish_reason"] == "stop"
 
 

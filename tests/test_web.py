@@ -71,6 +71,19 @@ def test_a_react_run_is_one_step_block_then_the_answer_streamed(tmp_path):
     assert transcript.observations == ["42"] and transcript.steps == 1
 
 
+def test_a_reply_that_could_not_be_read_is_shown_whole_before_the_feedback(tmp_path):
+    broken = "Thought: Do I need to use a tool? Yes\nAction: python\nActon Input: print(1)"
+    llm = ScriptedLLM([broken, answer("Done.")], chunk_size=4)
+    app = AppFactory().create_app(tools_list=["python"], llm=llm, no_default=True, workspace_dir=str(tmp_path))
+    try:
+        transcript, _ = snapshots(list(app.stream("print 1")))
+    finally:
+        app.close()
+    text = "\n".join(m["content"] for m in blocks(transcript.messages))
+    assert "Acton Input: print(1)" in text  # the unreadable action is shown as it was written
+    assert transcript.messages[-1]["content"] == "Done."
+
+
 def test_native_tool_calls_the_thought_goes_into_the_step_and_the_reply_becomes_the_answer(tmp_path):
     llm = ScriptedLLM([LLMResponse("let me compute", tool_calls=[ToolCall("c1", "python", {"input": "print(1)"})]),
                        "The program printed 1."])

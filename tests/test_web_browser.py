@@ -107,7 +107,17 @@ def open_block(driver, title: str) -> None:
     found = [e for e in driver.find_elements("css selector", "#tool-hub-chat .thought-group .title")
              if title in e.text]
     assert found, f"no block titled {title!r} in the chat: {chat_text(driver)!r}"
-    found[-1].click()
+    click(driver, found[-1])
+
+
+def click(driver, element) -> None:
+    """Click ``element`` once nothing covers it (the chat may still be scrolling to its end)."""
+    from selenium.common.exceptions import ElementClickInterceptedException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+    WebDriverWait(driver, 10, poll_frequency=0.1, ignored_exceptions=(ElementClickInterceptedException,)).until(
+        lambda d: element.click() or True)
 
 
 def test_a_question_shows_the_step_block_then_the_answer(page, llm):
@@ -169,7 +179,7 @@ def test_stop_cancels_the_run_and_kills_its_tool(page, llm):
     wait(driver, lambda d: "Step 1: python" in chat_text(d).split("Sleep a minute")[-1])  # the call runs
     python = next(t for app in server.state.apps.all_apps() for t in app.tools if t.name == "python")
     pid = next(iter(python.worker_pids().values()))
-    stop.click()
+    click(driver, stop)
     wait(driver, lambda d: "stopped" in chat_text(d))
     assert wait_gone(pid, 10.0)
 
@@ -177,12 +187,12 @@ def test_a_tool_turned_off_is_not_offered_and_reset_empties_the_chat(page, llm):
     driver, server = page
     assert "> python:" in llm.requests[0][0]["content"]
     llm.add(answer("No tools for me."))
-    driver.find_element("xpath", "//*[@id='tool-hub-tools']//label[contains(., 'python')]").click()
+    click(driver, driver.find_element("xpath", "//*[@id='tool-hub-tools']//label[contains(., 'python')]"))
     ask(driver, "Which tools do you have?")
     wait(driver, lambda d: "No tools for me." in chat_text(d))
     assert "> python:" not in llm.requests[-1][0]["content"]
     assert [app.tool_names for app in server.state.apps.all_apps()] == [[]]
-    driver.find_element("id", "tool-hub-reset").click()
+    click(driver, driver.find_element("id", "tool-hub-reset"))
     wait(driver, lambda d: "Which tools do you have?" not in chat_text(d))
     assert "reset" in driver.find_element("id", "tool-hub-note").text
 

@@ -21,6 +21,7 @@ from ..errors import UserError
 from ..events import Event
 from ..llm.base import LLM, Message
 from ..run.control import RunBudget
+from ..run.external import ExternalTurn
 from ..run.steps import RunResult
 from ..tools.base import Tool
 from ..tools.context import AppContext
@@ -126,7 +127,10 @@ class App(ConversationApp[RunResult]):
 
     # ---- the engine -------------------------------------------------------------------------------
 
-    def _engine(self, budget: RunBudget, llm: LLM, session_id: str | None = None) -> Engine:
+    takes_external = True
+
+    def _engine(self, budget: RunBudget, llm: LLM, session_id: str | None = None,
+                external: ExternalTurn | None = None) -> Engine:
         with self._lock:
             tools = list(self._tools.values())
         if session_id is not None:  # tools a tool made for this session (tool-maker), unless a name is taken
@@ -138,16 +142,16 @@ class App(ConversationApp[RunResult]):
                         names.add(made.name)
                         tools.append(made)
         return Engine(llm, tools, self.settings, approve=self.approve, budget=budget,
-                      redactor=self.context.redactor)
+                      redactor=self.context.redactor, external=external)
 
     def _execute(self, query: str, history: list[Message], session_id: str, stream: bool, budget: RunBudget,
-                 llm: LLM) -> Generator[Event, None, RunResult]:
-        engine = self._engine(budget, llm, session_id)
+                 llm: LLM, external: ExternalTurn | None = None) -> Generator[Event, None, RunResult]:
+        engine = self._engine(budget, llm, session_id, external)
         return (yield from engine.iter_run(query, history, stream=stream, session_id=session_id))
 
     async def _aexecute(self, query: str, history: list[Message], session_id: str, stream: bool,
-                        budget: RunBudget, llm: LLM) -> AsyncGenerator[Any, None]:
-        engine = self._engine(budget, llm, session_id)
+                        budget: RunBudget, llm: LLM, external: ExternalTurn | None = None) -> AsyncGenerator[Any, None]:
+        engine = self._engine(budget, llm, session_id, external)
         async with aclosing(engine.aiter_run(query, history, stream=stream, session_id=session_id,
                                              executor=self._async_executor())) as items:
             async for item in items:

@@ -42,6 +42,7 @@ from ..errors import UserError
 from ..events import Event
 from ..llm.base import LLM, Message, with_options
 from ..run.control import RunBudget
+from ..run.external import ExternalTurn
 from ..run.taint import EgressPolicy, RunTaint
 from ..tools.base import Tool
 from ..tools.context import AppContext
@@ -172,20 +173,25 @@ class ConversationApp(Generic[ResultT]):
 
     def run(self, query: str, chat_history: Sequence[Message] | None = None, *,
             session_id: str | None = None, callbacks: Sequence[Callback] = (), files: Sequence[Any] | Any = (),
-            llm_options: Mapping[str, Any] | None = None) -> ResultT:
+            llm_options: Mapping[str, Any] | None = None, external: ExternalTurn | None = None) -> ResultT:
         """Answer ``query`` and return everything that happened.
 
         ``llm_options`` (``temperature``, ``max_tokens``) change the LLM's sampling for this run, for
-        LLM objects that have ``with_options`` (the OpenAI-compatible client does)."""
-        run = self._iter(query, chat_history, session_id, stream=False, files=files, llm_options=llm_options)
+        LLM objects that have ``with_options`` (the OpenAI-compatible client does). ``external``: tools the
+        caller runs itself, a paused run to resume with their results, a required tool call or answer shape
+        (:class:`~chatgpt_tool_hub.run.external.ExternalTurn`; a run that calls such a tool ends with
+        ``stopped_by="tool_calls"`` and ``result.paused``)."""
+        run = self._iter(query, chat_history, session_id, stream=False, files=files, llm_options=llm_options,
+                         external=external)
         result: ResultT = drain(run, [*self.callbacks, *callbacks])
         return result
 
     def stream(self, query: str, chat_history: Sequence[Message] | None = None, *,
                session_id: str | None = None, files: Sequence[Any] | Any = (),
-               llm_options: Mapping[str, Any] | None = None) -> Iterator[Event]:
+               llm_options: Mapping[str, Any] | None = None, external: ExternalTurn | None = None) -> Iterator[Event]:
         """Yield typed events (thought, action, observation, token, answer, error) as they happen."""
-        for event in self._iter(query, chat_history, session_id, stream=True, files=files, llm_options=llm_options):
+        for event in self._iter(query, chat_history, session_id, stream=True, files=files, llm_options=llm_options,
+                                external=external):
             notify(self.callbacks, event)
             yield event
 
@@ -196,19 +202,22 @@ class ConversationApp(Generic[ResultT]):
 
     async def arun(self, query: str, chat_history: Sequence[Message] | None = None, *,
                    session_id: str | None = None, callbacks: Sequence[Callback] = (),
-                   files: Sequence[Any] | Any = (), llm_options: Mapping[str, Any] | None = None) -> ResultT:
+                   files: Sequence[Any] | Any = (), llm_options: Mapping[str, Any] | None = None,
+                   external: ExternalTurn | None = None) -> ResultT:
         """``run`` for asyncio. Cancelling the awaiting task cancels the run: its tools' processes are
         killed and the call in flight is waited for before ``CancelledError`` goes on."""
-        source = self._aiter(query, chat_history, session_id, stream=False, files=files, llm_options=llm_options)
+        source = self._aiter(query, chat_history, session_id, stream=False, files=files, llm_options=llm_options,
+                             external=external)
         result: ResultT = await adrain(source, [*self.callbacks, *callbacks])
         return result
 
     def astream(self, query: str, chat_history: Sequence[Message] | None = None, *,
                 session_id: str | None = None, files: Sequence[Any] | Any = (),
-                llm_options: Mapping[str, Any] | None = None) -> AsyncRun:
+                llm_options: Mapping[str, Any] | None = None, external: ExternalTurn | None = None) -> AsyncRun:
         """``stream`` for asyncio: ``async for event in app.astream(q)``; the :class:`AsyncRun` it returns
         has the run's result in ``.result`` once the events end."""
-        source = self._aiter(query, chat_history, session_id, stream=True, files=files, llm_options=llm_options)
+        source = self._aiter(query, chat_history, session_id, stream=True, files=files, llm_options=llm_options,
+                             external=external)
         return AsyncRun(notifying(source, self.callbacks))
 
     # ---- cancelling ------------------------------------------------------------------------
@@ -306,18 +315,22 @@ class ConversationApp(Generic[ResultT]):
     # ---- the core: one question, read by a sync or an async driver ------------------------------
 
     def _iter(self, query: str, chat_history: Sequence[Message] | None, session_id: str | None, *, stream: bool,
-              files: Any = (), llm_options: Mapping[str, Any] | None = None) -> Generator[Event, None, Any]:
+              files: Any = (), llm_options: Mapping[str, Any] | None = None,
+              external: ExternalTurn | None = None) -> Generator[Event, None, Any]:
+        extra = self._external_kwargs(external)
         with self._turn(query, chat_history, session_id, files, llm_options) as turn:
             asked = turn.question
             announced = announcements(asked, self._announce)
             self._hand_in(turn, announced)
             history = turn.history(announced)
-            result = yield from self._execute(asked.query, history, asked.session_id, stream, turn.budget, turn.llm)
+            result = yield from self._execute(asked.query, history, asked.session_id, stream, turn.budget, turn.llm,
+                                              **extra)
             return turn.remember(result)
 
     async def _aiter(self, query: str, chat_history: Sequence[Message] | None, session_id: str | None, *,
-                     stream: bool, files: Any = (),
-                     llm_options: Mapping[str, Any] | None = None) -> AsyncGenerator[Any, None]:
+                     stream: bool, files: Any = (), llm_options: Mapping[str, Any] | None = None,
+                     external: ExternalTurn | None = None) -> AsyncGenerator[Any, None]:
+        extra = self._external_kwargs(external)
         with self._turn(query, chat_history, session_id, files, llm_options) as turn:
             asked = turn.question
             announced = (await asyncio.get_running_loop().run_in_executor(
@@ -326,7 +339,7 @@ class ConversationApp(Generic[ResultT]):
             history = turn.history(announced)
             result = None
             async with aclosing(self._aexecute(asked.query, history, asked.session_id, stream, turn.budget,
-                                               turn.llm)) as items:
+                                               turn.llm, **extra)) as items:
                 async for item in items:
                     if isinstance(item, Final):
                         result = item.result
@@ -361,6 +374,16 @@ class ConversationApp(Generic[ResultT]):
                 self._sessions.leave(asked.session_id)
 
     # ---- helpers ----------------------------------------------------------------------------
+
+    takes_external = False  # True: _execute / _aexecute take ``external`` (tools the caller runs)
+
+    def _external_kwargs(self, external: ExternalTurn | None) -> dict[str, Any]:
+        if external is None or external.empty:
+            return {}
+        if not self.takes_external:
+            raise UserError(f"a {self.app_type!r} app cannot take tools its caller runs, a required tool call or "
+                            f"an answer shape; ask a ReAct app (app_type 'victorinox')")
+        return {"external": external}
 
     def _async_executor(self) -> Any:
         if self.executor is not None:

@@ -17,6 +17,7 @@ from ..errors import ConfigError, UserError
 from ..events import Event
 from ..llm.base import LLM, Message
 from ..planner.catalog import Catalog, load_catalog
+from ..planner.inputs import request_files_mode
 from ..planner.pipeline import PlannerSettings, Request, iter_request
 from ..planner.results import PlanResult
 from ..planner.select import SELECTION_MODES, ModelSelector
@@ -38,6 +39,7 @@ CONFIG_KEYS: dict[str, str] = {
     "planner_task_timeout": "task_timeout",
     "planner_model_selection": "model_selection",
     "planner_top_k": "top_k",
+    "planner_request_files": "request_files",
     "memory_max_tokens": "memory_max_tokens",
 }
 _DEFAULTS = PlannerSettings()
@@ -56,8 +58,10 @@ class PlannerApp(ConversationApp[PlanResult]):
                  approve: Callable[[str, Any], bool] | None = None, bot_name: str = _DEFAULTS.bot_name,
                  embedder: Any = None, file_announcer: FileAnnouncer | None = None,
                  context: AppContext | None = None, budget_limits: tuple[int | None, int | None] = (None, None),
-                 max_sessions: int | None = None, session_ttl_s: float | None = None):
+                 max_sessions: int | None = None, session_ttl_s: float | None = None,
+                 request_files: str = _DEFAULTS.request_files):
         _check_int("planner_max_tasks", max_tasks)
+        request_files = request_files_mode(request_files)  # a ConfigError naming planner_request_files
         _check_int("planner_max_workers", max_workers)
         if task_timeout is not None and (isinstance(task_timeout, bool) or not isinstance(task_timeout, (int, float))
                                          or task_timeout < 0):
@@ -79,15 +83,15 @@ class PlannerApp(ConversationApp[PlanResult]):
                                       models=self.context.models)
         self.settings = PlannerSettings(max_tasks=max_tasks, max_workers=max_workers,
                                         task_timeout=float(task_timeout) if task_timeout else None, bot_name=bot_name,
-                                        model_selection=model_selection, top_k=top_k)
+                                        model_selection=model_selection, top_k=top_k, request_files=request_files)
         self._pool = DaemonPool(f"planner-{id(self):x}")  # task threads, reused across requests
         self._closed = False
 
     @classmethod
     def from_config(cls, llm: LLM, tools: Sequence[Tool], config: Mapping[str, Any], **kwargs: Any) -> "PlannerApp":
         """Build from configuration keys (``planner_max_tasks``, ``planner_max_workers``,
-        ``planner_model_selection``, ``planner_top_k``, ``planner_task_timeout``, ``memory_max_tokens``,
-        ``planner_catalog``); ``kwargs`` (callbacks, approve, ...) go to the constructor."""
+        ``planner_model_selection``, ``planner_top_k``, ``planner_task_timeout``, ``planner_request_files``,
+        ``memory_max_tokens``, ``planner_catalog``); ``kwargs`` (callbacks, approve, ...) go to the constructor."""
         arguments: dict[str, Any] = {}
         for key, name in CONFIG_KEYS.items():
             arguments[name] = get_typed(config, key, SETTINGS[key].default)

@@ -39,18 +39,19 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, AsyncGenerator, Callable, Generator, Iterable, Sequence
 
-from ..errors import OutputParserError, UserError
+from ..errors import OutputParserError, ToolInputError, UserError
 from ..events import ActionEvent, AnswerEvent, ErrorEvent, Event, ObservationEvent, ThoughtEvent
 from ..llm.base import LLM, LLMResponse, Message, ToolCall, with_options
 from ..redact import Redactor
 from ..run.budget import Budget, BudgetExceeded
 from ..run.control import RunBudget, RunCancelled
+from ..run.external import ANY_TOOL, ExternalCall, ExternalTurn, Paused
 from ..run.steps import ParseFailureStep, RunResult, RunState, ToolStep
 from ..run.taint import EgressPolicy, RunTaint
 from ..runtime.bridge import await_in_thread
 from ..tools.base import Tool, ToolContext
-from . import constrained, native
-from .dispatch import Outcome, dispatch, redact_value, resolve_tool, truncate_observation
+from . import answers, constrained, native
+from .dispatch import Outcome, clean_observation, dispatch, redact_value, resolve_tool, truncate_observation
 from .drivers import allm_reply, control_of, llm_reply
 from .parser import Action, Finish, parse_output
 from .prompts import PromptSet, detect_language, load_prompts, rules_for, tool_block
@@ -105,10 +106,17 @@ class Engine:
 
     def __init__(self, llm: LLM, tools: Iterable[Tool] = (), settings: EngineSettings | None = None, *,
                  approve: Approver | None = None, budget: Budget | None = None,
-                 redactor: Redactor | None = None, secrets: Sequence[str] = (), taint: RunTaint | None = None):
+                 redactor: Redactor | None = None, secrets: Sequence[str] = (), taint: RunTaint | None = None,
+                 external: ExternalTurn | None = None):
         self.llm = llm
         self.taint = taint  # a nested engine's: its caller's run state (else the budget's, else one per run)
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        # tools the caller runs (a chat client's own): a call of one pauses the run (see run.external)
+        self.external = external if external is not None and not external.empty else None
+        if self.external is not None:
+            for extra in self.external.tools:
+                self.tools.pop(next((n for n in self.tools if n.lower() == extra.name.lower()), ""), None)
+                self.tools[extra.name] = extra
         self.settings = settings or EngineSettings()
         self.approve = approve
         self.budget = budget
@@ -211,6 +219,9 @@ class Engine:
         schema = self._reply_schema()
         state = RunState(query=query, messages=self._initial_messages(query, history, language, schema is not None),
                          language=language, session_id=session_id, reply_schema=schema)
+        state.scratch_start = len(state.messages)
+        if self.external is not None and self.external.resume is not None:
+            self._resume(state, self.external.resume, self.external.results)
         try:
             return (yield from self._loop(state, stream))
         except RunCancelled:
@@ -225,6 +236,8 @@ class Engine:
                 result = yield from self._run_tool_calls(state, reply, stream)
                 if result is not None:
                     return result
+                if state.pending:
+                    return (yield from self._pause(state))
                 continue
             try:
                 decision = self._decide(state, reply.text)
@@ -241,6 +254,13 @@ class Engine:
                     return (yield from self._give_up_on_parsing(state, reply.text, cut))
                 yield from self._send_feedback(state, reply.text, cut)
                 continue
+            if isinstance(decision, Finish):
+                decision, refused = self._checked_answer(state, decision)
+                if refused is not None:
+                    if len(state.parse_failures) >= self.settings.max_parse_retries:
+                        return (yield from self._give_up_on_parsing(state, reply.text, refused))
+                    yield from self._send_feedback(state, reply.text, refused)
+                    continue
             if decision.thought:
                 yield ThoughtEvent(self._hide(decision.thought), self.settings.depth)
             if isinstance(decision, Finish):
@@ -251,6 +271,8 @@ class Engine:
             if state.tool_calls >= self.settings.think_depth:
                 return (yield from self._finish_at_depth(state, decision.log or reply.text, stream))
             yield from self._act(state, decision)
+            if state.pending:
+                return (yield from self._pause(state))
 
     def run(self, query: str, history: Sequence[Message] = (), *,
             callbacks: Sequence[Callable[[Event], None]] = ()) -> RunResult:
@@ -293,6 +315,11 @@ class Engine:
 
     def _act(self, state: RunState, action: Action, call_id: str | None = None) -> Generator[Any, None, None]:
         """Run one action; its observation goes back as a ``tool`` message when it answers a native call."""
+        waiting = self._external_call(action, call_id)
+        if waiting is not None:  # the caller runs it: the run pauses once the reply's calls are seen
+            state.pending.append(waiting)
+            yield ActionEvent(waiting.tool, redact_value(waiting.arguments, self.redactor), self.settings.depth)
+            return
         context = state.tool_context
         if context is None:  # one per run: nothing in it changes from step to step
             context = state.tool_context = ToolContext(
@@ -374,12 +401,85 @@ class Engine:
         if thought:
             yield ThoughtEvent(self._hide(thought), self.settings.depth)
         for i, call in enumerate(calls):
-            if state.tool_calls >= self.settings.think_depth:
+            if state.tool_calls + len(state.pending) >= self.settings.think_depth:
                 not_run = self._prompts(state).render("not_run_native", think_depth=self.settings.think_depth)
                 state.messages.extend(native.tool_message(c.id, not_run) for c in calls[i:])
                 return (yield from self._finish_at_depth(state, None, stream))
             yield from self._act(state, self._action_of(call, thought), call.id)
         return None
+
+    # ---- tools the caller runs ------------------------------------------------------
+
+    def _external_call(self, action: Action, call_id: str | None) -> ExternalCall | None:
+        """The call as one the caller runs, when its tool is external and its arguments follow its schema
+        (arguments that do not go to ``dispatch``, which tells the model what is wrong)."""
+        if self.external is None:
+            return None
+        tool = resolve_tool(self.tools, action.tool)
+        if tool is None or not getattr(tool, "external", False):
+            return None
+        try:
+            arguments = tool.arguments_for(action.tool_input)  # type: ignore[attr-defined]
+        except ToolInputError:
+            return None
+        return ExternalCall(call_id or native.new_call_id(), tool.name, arguments, self._hide(action.thought or ""),
+                            action.log or "")
+
+    def _pause(self, state: RunState) -> RunGen:
+        """End the run waiting for the caller's results of ``state.pending`` (no answer text: the reply's
+        thought went out as a thought)."""
+        paused = Paused(messages=list(state.messages[state.scratch_start:]), steps=list(state.steps),
+                        rounds=[list(state.pending)], native=self.native, announced=self.native)
+        yield AnswerEvent("", "tool_calls", self.settings.depth)
+        result = state.result("", "tool_calls")
+        result.paused = paused
+        return result
+
+    def _resume(self, state: RunState, paused: Paused, results: Any) -> None:
+        """Put a paused run's work back into ``state``, each call of its rounds answered from ``results``."""
+        state.messages.extend(paused.messages)
+        state.steps.extend(paused.steps)
+        prompts = self._prompts(state)
+        limit = self.settings.observation_max_chars
+        for i, calls in enumerate(paused.rounds):
+            written = paused.announced and i == len(paused.rounds) - 1
+            if self.native and not written and calls:
+                state.messages.append(native.assistant_message(calls[0].thought, [
+                    ToolCall(c.id, c.tool, c.arguments) for c in calls]))
+            for call in calls:
+                given = results.get(call.id) if hasattr(results, "get") else None
+                text_in = given if isinstance(given, str) else prompts.render("no_result", tool=call.tool)
+                observation = clean_observation(text_in, self.redactor, limit)[1]  # as a tool's result is
+                text = call.llm_output or native.written_action(call.tool, call.arguments, call.thought)
+                step = ToolStep(call.tool, redact_value(call.arguments, self.redactor), observation,
+                                call.thought, self._hide(text), "ok", 0.0, call.id if self.native else None)
+                state.steps.append(step)
+                if self.native:
+                    state.messages.append(native.tool_message(call.id, observation))
+                else:
+                    state.messages.extend(step.render(prompts.render("observation", observation=observation)))
+
+    def _checked_answer(self, state: RunState, decision: Finish) -> tuple[Finish, OutputParserError | None]:
+        """The answer, and why it cannot end the run (the caller wants a tool called, or the answer in a JSON
+        shape) as the error whose feedback asks again (None when it can). An answer in the shape is kept as
+        its JSON, without a code fence around it."""
+        external = self.external
+        if external is None:
+            return decision, None
+        prompts = self._prompts(state)
+        if external.must_call is not None:
+            names = [t.name for t in external.tools] if external.must_call == ANY_TOOL else [external.must_call]
+            return decision, OutputParserError("the caller wants a tool called, not an answer",
+                                               llm_output=decision.output,
+                                               feedback=prompts.render("must_call", tools=" or ".join(names)))
+        if external.answer_schema is not None:
+            text, problem = answers.checked_answer(decision.output, external.answer_schema)
+            if problem is not None:
+                return decision, OutputParserError(f"the answer is not in the asked shape: {problem}",
+                                                   llm_output=decision.output,
+                                                   feedback=prompts.render("answer_invalid", problem=problem))
+            return dataclasses.replace(decision, output=text), None
+        return decision, None
 
     def _repeat_of(self, state: RunState, action: Action) -> Outcome | None:
         """The outcome of the run's last call when ``action`` is the same call again and it succeeded (a model
@@ -451,6 +551,8 @@ class Engine:
             system = prompts.render("system_json" if constrained_replies else "system", **values)
         else:
             system = prompts.render("system_no_tools", **values)
+        if self.external is not None and self.external.answer_schema is not None:
+            system += "\n\n" + prompts.render("answer_format", schema=answers.schema_text(self.external.answer_schema))
         return [{"role": "system", "content": system}, *history, {"role": "user", "content": query}]
 
 

@@ -21,7 +21,7 @@ from ..llm.base import Message, ToolCall
 from ..tools.base import MalformedArguments, Tool
 from .parser import Action, Finish, parse_output
 
-__all__ = ["tool_schemas", "with_ids", "assistant_message", "describe", "tool_message", "tool_input", "decide",
+__all__ = ["tool_schemas", "new_call_id", "written_action", "with_ids", "assistant_message", "describe", "tool_message", "tool_input", "decide",
            "looks_like_text_protocol"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # OpenAI's function names: ^[a-zA-Z0-9_-]{1,64}$
@@ -53,6 +53,18 @@ def tool_schemas(tools: Iterable[Tool]) -> tuple[list[dict], dict[str, str]]:
         names[sent] = tool.name
         schemas.append({**schema, "function": {**schema["function"], "name": sent}})
     return schemas, names
+
+
+def new_call_id() -> str:
+    """A tool call id like OpenAI's (``call_`` and 24 hex digits)."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def written_action(tool: str, arguments: Any, thought: str = "") -> str:
+    """A call as the text protocol writes it (a call made elsewhere, put back into a text-mode run)."""
+    value = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
+    head = f"Thought: {thought.strip()}\n" if thought and thought.strip() else ""
+    return f"{head}Action: {tool}\nAction Input: {value}"
 
 
 def with_ids(calls: Sequence[ToolCall]) -> list[ToolCall]:

@@ -17,10 +17,12 @@ __all__ = ["PlanEvent", "SelectionEvent", "TaskStartEvent", "TaskEndEvent"]
 
 @dataclass(frozen=True)
 class PlanEvent(ThoughtEvent):
-    """The validated plan (``kind == "thought"``); ``text`` is a readable summary."""
+    """The validated plan (``kind == "thought"``); ``text`` is a readable summary. ``written``: the same tasks
+    as the LLM wrote them (its task names, its arguments before request files were copied in), in order."""
 
     tasks: tuple[dict[str, Any], ...] = ()
     attempt: int = 1
+    written: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,14 @@ Tools without a ``workspace`` read paths themselves: a path the user wrote
 must name a readable file, and is passed on unchanged. Only the exact paths
 the user wrote are read (no globbing, no search), and images and audio go
 through the experts' own ingest checks (formats, decompression bombs, WAV).
+
+That is the ``"local"`` mode of the ``planner_request_files`` setting (the
+user's own files, at the terminal). In ``"workspace"`` mode (``tool-hub serve``
+forces it: a request comes from anyone the server lets in) nothing outside the
+workspace is read or copied: a literal path is used only when its real path
+(symlinks and ``..`` resolved) lies inside the tool's workspace -- for a tool
+without one, inside a workspace of the request's tools -- and every other path
+is a plan problem with one message, whether or not a file is there.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-__all__ = ["RequestFiles", "request_paths", "MEDIA_SUFFIXES"]
+__all__ = ["RequestFiles", "request_paths", "MEDIA_SUFFIXES", "REQUEST_FILE_MODES", "request_files_mode"]
+
+REQUEST_FILE_MODES = ("local", "workspace")  # planner_request_files: any file of this machine, the workspace only
 
 MEDIA_SUFFIXES: dict[str, tuple[str, ...]] = {
     "image": (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"),
@@ -47,6 +57,21 @@ _PATH_CHAR = re.compile(r"[A-Za-z0-9_./\\~-]")
 _WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
 _HINT = ("plan without it, or reply [] and then \"Answer: \" telling the user that the file cannot be used "
          "and why")
+_CONFINED = ("is not a file in this app's workspace, and only workspace files can be used here "
+             "(planner_request_files=\"workspace\"); use a file handed over with the request or a file name an "
+             "earlier result wrote, exactly as written, or <resource>-N for the output of task N")
+
+
+def request_files_mode(value: Any) -> str:
+    """The ``planner_request_files`` mode ``value`` names (any case), or a ``ConfigError`` naming the choices."""
+    from ..errors import ConfigError
+
+    mode = str(value).strip().lower() if isinstance(value, str) else value
+    if mode not in REQUEST_FILE_MODES:
+        raise ConfigError(f"planner_request_files must be one of {', '.join(REQUEST_FILE_MODES)} (local: any file "
+                          f"of this machine a request names; workspace: only files in the app's workspace), not "
+                          f"{value!r}", key="planner_request_files")
+    return str(mode)
 
 
 def request_paths(text: str) -> list[str]:
@@ -88,7 +113,9 @@ def _same(a: str, b: str) -> bool:
 class RequestFiles:
     """The files one request names, and the copies made of them (one copy per file, kind and workspace)."""
 
-    def __init__(self, texts: Iterable[str] = ()):
+    def __init__(self, texts: Iterable[str] = (), *, mode: str = "local", roots: Iterable[str] = ()):
+        self.mode = request_files_mode(mode)
+        self.roots = [str(root) for root in roots if root]  # workspace mode: where a tool without one may read
         self.texts = [t for t in texts if isinstance(t, str)]
         self.named: list[str] = []
         for text in self.texts:
@@ -99,10 +126,12 @@ class RequestFiles:
         self._made: dict[tuple[str, str, str], str] = {}
 
     @classmethod
-    def of_request(cls, query: str, history: Iterable[Mapping[str, Any]] = ()) -> "RequestFiles":
-        """The paths of the request and of the user's earlier messages."""
+    def of_request(cls, query: str, history: Iterable[Mapping[str, Any]] = (), *, mode: str = "local",
+                   roots: Iterable[str] = ()) -> "RequestFiles":
+        """The paths of the request and of the user's earlier messages; ``mode`` and ``roots`` as in the
+        constructor (``planner_request_files``; the request's tools' workspaces)."""
         texts = [m.get("content") for m in history if isinstance(m, Mapping) and m.get("role") == "user"]
-        return cls([*[t for t in texts if isinstance(t, str)], query])
+        return cls([*[t for t in texts if isinstance(t, str)], query], mode=mode, roots=roots)
 
     def named_path(self, value: str) -> str | None:
         """The path as the user wrote it, when ``value`` is one of them: a path :func:`request_paths` found, or
@@ -126,6 +155,8 @@ class RequestFiles:
         if not text or _URL.match(text) or "\0" in text:
             return value, None
         workspace = getattr(tool, "workspace", None)
+        if self.mode == "workspace":
+            return value, _confined_problem(text, kind, workspace, self.roots)
         named = self.named_path(text)
         if not workspace:
             if named is None:
@@ -165,6 +196,39 @@ class RequestFiles:
                 self.copies[named] = name
                 return name, None
         return value, f"the {kind} {named!r} named in the request cannot be used: {problem}; {_HINT}"
+
+
+def _confined_problem(text: str, kind: str, workspace: Any, roots: Iterable[str]) -> str | None:
+    """Workspace mode: None when ``text`` names a file inside ``workspace`` (a tool without one: inside one of
+    ``roots``, as the tool itself would read it), else the plan problem. The problem is the same for a path
+    outside that exists and one that does not; only a hard link inside says more."""
+    from ..errors import ModelFeedbackError
+    from ..runtime.filenames import resolve_input
+
+    if workspace:
+        try:
+            resolve_input(text, workspace, kind)
+            return None
+        except ModelFeedbackError as exc:
+            if "hard links" in str(exc):  # checked only for a file inside the workspace
+                return f"its {kind} argument: {exc}"
+    elif _inside_any(text, roots):
+        return None
+    return f"its {kind} argument {text!r} {_CONFINED}; {_HINT}"
+
+
+def _inside_any(text: str, roots: Iterable[str]) -> bool:
+    """Whether ``text`` (absolute, or relative to the working folder) is a file, with no other hard link, whose
+    real path lies inside one of ``roots``."""
+    try:
+        real = os.path.realpath(os.path.expanduser(text))
+        for root in roots:
+            top = os.path.realpath(os.path.expanduser(root))
+            if os.path.commonpath([top, real]) == top and os.path.isfile(real):
+                return os.stat(real).st_nlink == 1
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _unusable(path: Path, kind: str, *, need_suffix: bool) -> str | None:

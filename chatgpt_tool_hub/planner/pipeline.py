@@ -18,7 +18,9 @@ go through the engine's LLM drivers (:mod:`chatgpt_tool_hub.engine.drivers`):
 the request's :class:`~chatgpt_tool_hub.run.control.RunBudget` ``cancel()``
 ends the wait for any of them at once, as it stops the DAG, and the request
 ends with ``stopped_by="cancelled"``. Files the request names are checked and
-copied into the workspace while the plan is validated (:mod:`.inputs`).
+copied into the workspace while the plan is validated (:mod:`.inputs`); with
+``planner_request_files="workspace"`` (``tool-hub serve``) only files already in
+the workspace are used.
 
 The planner's own text is redacted like the ReAct engine's: the configured
 secrets are hidden in the answer, in its streamed tokens (the drivers' hold-back
@@ -80,6 +82,7 @@ class PlannerSettings:
     bot_name: str = "LLM-OS"
     model_selection: str = _default("planner_model_selection")
     top_k: int = _default("planner_top_k")
+    request_files: str = _default("planner_request_files")  # files a request names: "local" or "workspace"
 
 
 @dataclass
@@ -112,7 +115,8 @@ class Request:
                       if "llm_task_system" in self.prompts.sections else DEFAULT_SYSTEM)
             self.tools = with_llm_tasks(self.tools, system)
         if self.files is None:
-            self.files = RequestFiles.of_request(self.query, self.history)
+            self.files = RequestFiles.of_request(self.query, self.history, mode=self.settings.request_files,
+                                                 roots=workspace_roots(self.tools.values()))
         if self.budget is None:
             self.budget = RunBudget()
 
@@ -218,7 +222,8 @@ def _plan(req: Request, result: PlanResult) -> Gen:
         if not problems:
             if tasks:
                 yield PlanEvent(req.redacted(_summary(tasks)), tasks=tuple(req.redacted(t.as_dict()) for t in tasks),
-                                attempt=attempt)
+                                attempt=attempt,
+                                written=tuple(req.redacted(dict(i)) for i in (parsed.items if parsed else ())))
             return Planning(tasks, parsed.answer if parsed else "")
         result.plan_problems = problems
         if attempt == 2:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ToolStep", "ParseFailureStep", "RunUsage", "RunResult", "RunState", "StopReason"]
 
-StopReason = Literal["answer", "think_depth", "parse_error", "budget", "error", "cancelled"]
+StopReason = Literal["answer", "think_depth", "parse_error", "budget", "error", "cancelled", "tool_calls"]
 
 
 @dataclass
@@ -72,6 +72,9 @@ class RunResult:
     usage: RunUsage = field(default_factory=RunUsage)
     stopped_by: StopReason = "answer"
     parse_failures: list[ParseFailureStep] = field(default_factory=list)
+    # stopped_by="tool_calls": the run called tools its caller runs, and waits for their results
+    # (a ``chatgpt_tool_hub.run.external.Paused``: resume it with an ``ExternalTurn``)
+    paused: Any = None
 
 
 @dataclass
@@ -96,6 +99,8 @@ class RunState:
     tool_context: Any = None  # the ToolContext every tool call of this run gets (made on the first call)
     reply_schema: dict[str, Any] | None = None  # constrained decoding: the JSON schema each reply is kept to
     last_call: Any = None  # (call key, outcome) of the last tool call: the same call again gets its result
+    scratch_start: int = 0  # where the messages after the question start (what a paused run keeps)
+    pending: list[Any] = field(default_factory=list)  # calls of external tools the caller runs (ExternalCall)
 
     @property
     def tool_calls(self) -> int:

@@ -1,6 +1,7 @@
 """``create_server``: the FastAPI app of ``tool-hub serve``.
 
-Routes: ``POST /v1/chat/completions`` (OpenAI's chat API, stream or not),
+Routes: ``POST /v1/chat/completions`` (OpenAI's chat API, stream or not), ``POST /v1/responses`` (OpenAI's
+Responses API over the same run, see ``responses.py``),
 ``GET /v1/models``, ``GET /healthz``, ``GET /files/<user>/<path>`` (signed
 links to files the tools wrote), and JARVIS's ``POST /hugginggpt``, ``/tasks``
 and ``/results`` for the planner. The web page (``web=True``; ``tool-hub serve``
@@ -17,12 +18,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 from starlette.responses import FileResponse
 
 from ..apps.factory import AppFactory
@@ -31,12 +33,18 @@ from ..llm.base import LLM
 from ..runtime.contained import Cancellation
 from ..tools.base import Tool
 from .asgi import ApiError, RunResponse, Slots, error_response, read_json, send_json, timeout_error, with_deadline
-from .chat import RunContext, announce, parse_request, prepare_images, run_chat
+from .chat import Renderer, RunContext, announce, parse_request, prepare_images, run_chat
+from .client_tools import Pauses
 from .files import resolve_download, served_as
 from .guard import Boundary, BoundaryPolicy
+from .links import link_base
+from .passthrough import direct_job, direct_request
+from .responses import NOT_KEPT, parse_responses_request
+from .responses_render import ResponsesRenderer
+from .routing import add_fallback_routes, http_error
 from .settings import ServeSettings, parse_web
 from .tenancy import app_settings, check_shared_trust, served_code_tools
-from .users import User, UserApps, identify
+from .users import User, UserApps, end_user, identify
 
 __all__ = ["create_server", "ServerState"]
 
@@ -53,6 +61,7 @@ class ServerState:
     slots: Slots
     executor: ThreadPoolExecutor
     config: dict
+    pauses: Pauses = field(default_factory=Pauses)  # runs paused on a client's tools, until their results come
 
     def user_of(self, authorization: str | None, user: Any = None) -> User:
         token = self.settings.local_token
@@ -110,11 +119,15 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     @asynccontextmanager
     async def lifespan(_app: Any):
         pruner = asyncio.ensure_future(_prune_forever(state))
+        from ..tools.plugins.mcp_tools import SharedServers
+
+        shared_mcp = SharedServers(config.values).start()  # "shared" MCP servers: one per process, from now
         try:
             yield
         finally:
             pruner.cancel()
             await asyncio.get_running_loop().run_in_executor(None, apps.close)  # python workers end here
+            await asyncio.get_running_loop().run_in_executor(None, shared_mcp.close)  # after the users' apps
             executor.shutdown(wait=False)
 
     app = FastAPI(title="tool-hub", description="chatgpt_tool_hub over HTTP: OpenAI's chat API and "
@@ -129,6 +142,8 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     async def bad_request(_request: Request, exc: RequestValidationError):
         return error_response(ApiError(400, f"the request is not valid: {exc.errors()[:1]}"))
 
+    app.add_exception_handler(HTTPException, http_error)  # the router's 404 and 405, in OpenAI's shape
+
     @app.get("/healthz")
     async def healthz():
         return {"status": "ok", "runs": state.slots.used, "users": len(apps.users())}
@@ -136,20 +151,54 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     @app.get("/v1/models")
     async def models(request: Request):
         state.user_of(request.headers.get("authorization"))
-        return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "tool-hub",
-                                            "app_type": app_type} for name, app_type in serve.models.items()]}
+        return {"object": "list", "data": [_model(name, app_type) for name, app_type in serve.listed_models().items()]}
+
+    @app.get("/v1/models/{model:path}")
+    async def model(request: Request, model: str):
+        state.user_of(request.headers.get("authorization"))
+        listed = serve.listed_models()  # the same objects as the list
+        if model not in listed:
+            raise ApiError(404, f"the model {model[:100]!r} does not exist; GET /v1/models lists the models of "
+                                f"this server (serve_models)", code="model_not_found")
+        return _model(model, listed[model])
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         authorization = request.headers.get("authorization")
         state.user_of(authorization)  # 401 before the body is read
         body = await read_json(request, serve.max_body_bytes)
+        direct = direct_request(body, serve)  # the direct model, or a chat UI's own task prompt: no tools
+        if direct is not None:
+            state.take_slot()
+            return RunResponse(*direct_job(state, direct, llm if llm_factory is None else llm_factory()))
         chat = parse_request(body, serve.models)
         user = state.user_of(authorization, chat.user)
+        user = end_user(user, request.headers, serve.user_header, serve.session_header,
+                        bool(serve.api_keys or serve.local_token))  # a trusted chat UI's end user and chat
         state.take_slot()
-        return RunResponse(*_chat_job(state, chat, user, str(request.base_url)))
+        return RunResponse(*_chat_job(state, chat, user, link_base(request.scope, serve.public_url,
+                                                                   serve.trust_proxy)))
 
-    @app.get("/files/{folder}/{name:path}")
+    @app.post("/v1/responses")
+    async def responses(request: Request):
+        authorization = request.headers.get("authorization")
+        state.user_of(authorization)  # 401 before the body is read
+        body = await read_json(request, serve.max_body_bytes)
+        asked = parse_responses_request(body, serve.models)  # the same run as a chat request: see responses.py
+        user = state.user_of(authorization, asked.chat.user)
+        user = end_user(user, request.headers, serve.user_header, serve.session_header,
+                        bool(serve.api_keys or serve.local_token))
+        state.take_slot()
+        return RunResponse(*_chat_job(state, asked.chat, user, link_base(request.scope, serve.public_url,
+                                                                         serve.trust_proxy),
+                                      ResponsesRenderer(asked)))
+
+    @app.api_route("/v1/responses/{response_id:path}", methods=["GET", "DELETE"])
+    async def stored_response(request: Request, response_id: str):
+        state.user_of(request.headers.get("authorization"))
+        raise ApiError(404, f"no response {response_id[:100]!r}: {NOT_KEPT}", code="not_found")
+
+    @app.api_route("/files/{folder}/{name:path}", methods=["GET", "HEAD"])  # HEAD: clients probe before embedding
     async def files(folder: str, name: str, sig: str | None = None, exp: str | None = None):
         path = resolve_download(serve.workspace_root, serve.link_secret, folder, name, sig, exp)
         if path is None:
@@ -160,6 +209,7 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     from .jarvis import add_jarvis_routes
 
     add_jarvis_routes(app, state)
+    add_fallback_routes(app)  # after the API's routes, before the page that takes every other path
     mode = serve.web if web is None else parse_web(web)
     if mode != "off":
         from ..web import MISSING, available, mount
@@ -173,14 +223,21 @@ def create_server(*, llm: LLM | None = None, llm_factory: Callable[[], LLM] | No
     # outermost: the host, the origin and (keyless) the local token are checked before anything else runs
     app.add_middleware(Boundary, policy=BoundaryPolicy.of(
         bind_host=serve.host, allowed_hosts=serve.allowed_hosts, allowed_origins=serve.allowed_origins,
-        token=serve.local_token))
+        token=serve.local_token, jarvis_origins=serve.jarvis_origins))
     return app
 
 
-def _chat_job(state: ServerState, chat: Any, user: User, base_url: str) -> tuple[Callable[..., Any], Callable[[], None]]:
+def _model(name: str, app_type: str) -> dict[str, Any]:
+    """A model of ``serve_models`` as OpenAI's model object."""
+    return {"id": name, "object": "model", "created": 0, "owned_by": "tool-hub", "app_type": app_type}
+
+
+def _chat_job(state: ServerState, chat: Any, user: User, base_url: str,
+              renderer: Renderer | None = None) -> tuple[Callable[..., Any], Callable[[], None]]:
     """The job of one chat request and its ``done``. Everything after the request was read runs inside the
     job, so the client going away and the request's time limit stop it too: copying and decoding the images
-    it carries (in a killable child, see ``prepare_images``), getting the user's app, the run."""
+    it carries (in a killable child, see ``prepare_images``), getting the user's app, the run. ``renderer``:
+    the answer's wire format (default: chat completions; the Responses API's for ``/v1/responses``)."""
     serve, apps = state.settings, state.apps
     workspace = apps.workspace(user)
     cancellation = Cancellation() if chat.images else None  # only images are decoded before the run
@@ -230,9 +287,13 @@ def _chat_job(state: ServerState, chat: Any, user: User, base_url: str) -> tuple
             return await send_json(send, error.status, error.payload())
         user_app, history = prepared
         left = max(0.001, deadline - time.monotonic()) if deadline is not None else 0.0
-        context = RunContext(user_app, chat, history, f"user-{user.folder}", workspace, user.folder,
+        context = RunContext(user_app, chat, history, user.session_id, workspace, user.folder,
                              base_url, serve.link_secret, left, serve.link_ttl_s)
-        await run_chat(context, send)
+        if not chat.client.empty:  # the client's own tools; its tool results resume the run they paused
+            kept = f"{user.session_id}/{chat.model}"
+            context.external = chat.client.turn(state.pauses.take(kept, chat.client.rounds))
+            context.keep_pause = lambda paused: state.pauses.keep(kept, paused)
+        await run_chat(context, send, renderer)
 
     return job, done
 

@@ -4,8 +4,10 @@ response that runs a question while it watches the client (a client that goes aw
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import re
 import threading
 from typing import Any, Awaitable, Callable
 
@@ -25,12 +27,43 @@ class ApiError(Exception):
     """An error the client gets as OpenAI's ``{"error": {...}}`` with an HTTP status."""
 
     def __init__(self, status: int, message: str, *, kind: str = "invalid_request_error", code: str | None = None,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, param: str | None = None):
         super().__init__(message)
         self.status, self.message, self.kind, self.code, self.headers = status, message, kind, code, headers or {}
+        self.param = param  # the request parameter at fault, when one is
 
     def payload(self) -> dict:
-        return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}}
+        """OpenAI's error body. Its message is :func:`public_text` of this one: no address of a server behind
+        this one, no name of a setting (the operator's business: the full text goes to the log)."""
+        message = public_text(self.message)
+        if message != self.message:
+            log.info("HTTP %d: %s", self.status, self.message)
+        return {"error": {"message": message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+_ADDRESS = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>()\[\]]+", re.IGNORECASE)
+_PARENTHESIS = re.compile(r"\s*\(([^()]*)\)")
+_SETTINGS_PHRASE = "the server's settings"
+
+
+@functools.lru_cache(maxsize=1)
+def _setting_names() -> re.Pattern:
+    """The settings' names as they are written in messages: ``serve_api_keys``, ``SERVE_API_KEYS``, with a
+    value (``serve_jarvis_keyless=true``) and joined by `` / `` (``llm_api_base_url / LLM_API_BASE_URL``)."""
+    from ..config import SETTINGS
+
+    names = sorted({form for name in SETTINGS if "_" in name for form in (name, name.upper())}, key=len, reverse=True)
+    one = r"(?:%s)(?:=[^\s,;)]*)?" % "|".join(map(re.escape, names))
+    return re.compile(r"\b%s(?:\s*/\s*%s)*\b" % (one, one))
+
+
+def public_text(text: str) -> str:
+    """``text`` as a client may read it: addresses of servers behind this one hidden, a parenthesis that names
+    a setting dropped, other names of settings said as "the server's settings"."""
+    text = _ADDRESS.sub("(address hidden)", text)
+    names = _setting_names()
+    text = _PARENTHESIS.sub(lambda m: "" if names.search(m.group(1)) else m.group(0), text)
+    return names.sub(_SETTINGS_PHRASE, text)
 
 
 def error_response(error: ApiError) -> JSONResponse:
@@ -272,8 +305,9 @@ def timeout_error(seconds: float) -> ApiError:
 def run_error(exc: Exception) -> ApiError:
     """The client's error for a run that raised: the LLM failed or its output was unusable (a plan invalid
     twice): 502; the request's fault: 400; anything else: 500. Never a traceback."""
-    if isinstance(exc, LLMError):
-        return ApiError(502, f"the LLM behind this server failed: {exc}", kind="server_error", code="llm_error")
+    if isinstance(exc, LLMError):  # what failed, without the hint for the operator after " -- " (it is logged)
+        return ApiError(502, f"the LLM behind this server failed: {str(exc).split(' -- ')[0]}", kind="server_error",
+                        code="llm_error")
     if isinstance(exc, UserError):
         return ApiError(400, str(exc))
     if isinstance(exc, RunError):

@@ -17,12 +17,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
 from ..apps.files import announcement, describe
 from ..config import SETTINGS
 from ..engine.prompts import detect_language
 from ..errors import RunError, UserError
+from ..run.external import ExternalTurn, Paused
 from ..runtime.contained import Cancellation
 from .asgi import (
     ApiError,
@@ -33,10 +34,21 @@ from .asgi import (
     timeout_error,
     with_deadline,
 )
+from .client_tools import (
+    ROLES,
+    ClientTools,
+    flatten_exchange,
+    parse_calls,
+    parse_client_tools,
+    split_rounds,
+    tool_call_deltas,
+    tool_calls_message,
+)
 from .files import IMAGE_SUFFIXES, ImageBudget, ImageError, ImagesStopped, find_files, ingest_image_url, signed_path
 from .monologue import Monologue
 
-__all__ = ["ChatRequest", "parse_request", "prepare_images", "run_chat", "links_text"]
+__all__ = ["ChatRequest", "parse_request", "prepare_images", "run_chat", "links_text", "Outcome", "Renderer",
+           "ChatRenderer"]
 
 log = logging.getLogger("chatgpt_tool_hub.server")
 _IMAGE_PARTS = ("image_url", "input_image", "image")
@@ -53,6 +65,7 @@ class ChatRequest:
     include_usage: bool = False
     llm_options: dict = field(default_factory=dict)
     user: Any = None
+    client: ClientTools = field(default_factory=ClientTools)  # the client's own tools, tool choice, answer shape
 
 
 def _text_of(content: Any, where: str) -> tuple[str, list[str]]:
@@ -94,19 +107,20 @@ def parse_request(body: Any, models: Mapping[str, str]) -> ChatRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "messages must be a non-empty list of {role, content} objects")
-    history: list[dict] = []
-    images: list[tuple[int, str]] = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-            raise ApiError(400, f"messages[{i}] must be an object with a role")
-        text, urls = _text_of(message.get("content"), f"messages[{i}]")
-        images.extend((i, url) for url in urls)
-        history.append({"role": message["role"], "content": text})
-    if history[-1]["role"] != "user":
-        raise ApiError(400, "the last message must be the user's question (role 'user')")
-    question = history.pop()["content"]
+    parsed = [_message(message, i) for i, message in enumerate(messages)]
+    images = [(i, url) for i, message in enumerate(parsed) for url in message.pop("images")]
+    asked = [i for i, message in enumerate(parsed) if message["role"] == "user"]
+    if not asked or (asked[-1] != len(parsed) - 1 and parsed[-1]["role"] != "tool"):
+        raise ApiError(400, "the last message must be the user's question (role 'user'), or the results of the "
+                            "tool calls that followed it (role 'tool')", param="messages")
+    at = asked[-1]
+    client = parse_client_tools(body)
+    client.rounds, client.results = split_rounds(parsed, at)
+    history = [flatten_exchange(message) for message in parsed[:at]]
+    images = [(i, url) for i, url in images if i <= at]  # what a tool result carries stays with it
+    question = parsed[at]["content"]
     if not question.strip():
-        if not any(i == len(messages) - 1 for i, _ in images):
+        if not any(i == at for i, _ in images):
             raise ApiError(400, "the last user message has no text")
         question = "What is in this image?"
     options: dict[str, Any] = {}
@@ -123,9 +137,29 @@ def parse_request(body: Any, models: Mapping[str, str]) -> ChatRequest:
     stream_options = body.get("stream_options")
     if not isinstance(stream_options, Mapping):
         stream_options = {}
+    if not client.empty and models[model] == "planner":
+        raise ApiError(400, f"the model {model!r} plans with the server's tools only: tools, tool_choice and "
+                            f"response_format work with the ReAct models", param="tools")
     return ChatRequest(model, models[model], question, history, images, stream=bool(body.get("stream")),
                        include_usage=bool(stream_options.get("include_usage")), llm_options=options,
-                       user=body.get("user"))
+                       user=body.get("user"), client=client)
+
+
+def _message(message: Any, i: int) -> dict:
+    """One message of the request: its role, its text, its images' URLs; an assistant's tool calls, the
+    call a tool result answers."""
+    if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+        raise ApiError(400, f"messages[{i}] must be an object with a role", param="messages")
+    role = message["role"]
+    if role not in ROLES:
+        raise ApiError(400, f"messages[{i}]: the role {role!r} is not one of {', '.join(ROLES)}", param="messages")
+    text, urls = _text_of(message.get("content"), f"messages[{i}]")
+    entry: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": text, "images": urls}
+    if role == "assistant" and message.get("tool_calls"):
+        entry["tool_calls"] = parse_calls(message["tool_calls"], f"messages[{i}]")
+    if role == "tool":
+        entry["tool_call_id"] = message.get("tool_call_id")
+    return entry
 
 
 def prepare_images(request: ChatRequest, workspace: Path, *, max_bytes: int, allow_private: bool,
@@ -220,6 +254,17 @@ class RunContext:
     secret: bytes
     timeout_s: float
     link_ttl_s: float = 0.0
+    external: ExternalTurn | None = None  # the client's own tools (and the pause its results answer)
+    keep_pause: Callable[[Paused], None] | None = None  # keeps a run that paused on the client's tools
+
+    def paused(self, result: Any) -> Paused | None:
+        """The run's pause on the client's tools (kept for its resumption), or None when it answered."""
+        paused = getattr(result, "paused", None)
+        if getattr(result, "stopped_by", "") != "tool_calls" or not isinstance(paused, Paused):
+            return None
+        if self.keep_pause is not None:
+            self.keep_pause(paused)
+        return paused
 
 
 class DeltaEvents:
@@ -239,25 +284,127 @@ class DeltaEvents:
                         + _dumps(text).encode() + b"}" + self._TAIL for where, text in deltas)
 
 
+def _external(ctx: RunContext) -> dict[str, Any]:
+    return {"external": ctx.external} if ctx.external is not None else {}
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> None:
-    """Run the question and send the whole HTTP response (JSON, or server-sent events)."""
-    cid, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
+@dataclass
+class Outcome:
+    """A finished run as every wire format tells it: the result, the answer with the links to the files it
+    named appended, those files, the pause on the client's tools (None: it answered), the monologue."""
+
+    result: Any
+    answer: str
+    links: str
+    files: list[dict]
+    paused: Paused | None
+    reasoning: str
+
+    @property
+    def finish(self) -> str:
+        """Chat's ``finish_reason``: ``"tool_calls"`` (paused), ``"length"`` (out of budget) or ``"stop"``."""
+        return "tool_calls" if self.paused is not None else _finish_reason(self.result)
+
+
+class Renderer(Protocol):
+    """A wire format of a run's answer: the whole reply as JSON, or server-sent events as the run goes."""
+
+    def reply(self, outcome: Outcome) -> dict:
+        """The JSON body of a run that finished (not streamed)."""
+
+    def opening(self) -> bytes:
+        """The first events of a stream, before the run starts."""
+
+    def deltas(self, deltas: Sequence[tuple[str, str]]) -> bytes:
+        """The events of the monologue's ``(field, text)`` deltas (may be empty bytes: held)."""
+
+    def closing(self, outcome: Outcome) -> bytes:
+        """The last events of a stream whose run finished."""
+
+    def failure(self, error: ApiError) -> bytes:
+        """The last events of a stream whose run failed or ran out of time."""
+
+
+class ChatRenderer:
+    """OpenAI's chat completions: a ``chat.completion`` object, or ``chat.completion.chunk`` events."""
+
+    def __init__(self, request: ChatRequest):
+        self.request = request
+        self.cid, self.created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
+        self._events = DeltaEvents(self.cid, self.created, request.model)
+        # an answer in a JSON shape is sent once checked (the model's reply may be fenced, or asked again)
+        self._hold = request.client.answer_schema is not None
+
+    def _chunk(self, delta: dict, finish: str | None = None) -> dict:
+        return {"id": self.cid, "object": "chat.completion.chunk", "created": self.created,
+                "model": self.request.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def reply(self, outcome: Outcome) -> dict:
+        result = outcome.result
+        message = tool_calls_message(outcome.paused) if outcome.paused is not None else {
+            "role": "assistant", "content": outcome.answer}
+        if outcome.reasoning:
+            message["reasoning_content"] = outcome.reasoning
+        return {"id": self.cid, "object": "chat.completion", "created": self.created, "model": self.request.model,
+                "choices": [{"index": 0, "message": message, "finish_reason": outcome.finish, "logprobs": None}],
+                "usage": _usage(result),
+                "tool_hub": {"stopped_by": result.stopped_by, "steps": len(getattr(result, "steps", []) or []),
+                             "files": outcome.files}}
+
+    def opening(self) -> bytes:
+        return sse(self._chunk({"role": "assistant", "content": ""}))
+
+    def deltas(self, deltas: Sequence[tuple[str, str]]) -> bytes:
+        if self._hold:
+            deltas = [(where, text) for where, text in deltas if where != "content"]
+        return self._events.encode(deltas)
+
+    def closing(self, outcome: Outcome) -> bytes:
+        events = []
+        if outcome.paused is not None:
+            events += [self._chunk(delta) for delta in tool_call_deltas(outcome.paused)]
+        elif self._hold:
+            events.append(self._chunk({"content": outcome.answer}))
+        elif outcome.links:
+            events.append(self._chunk({"content": outcome.links}))
+        final = self._chunk({}, outcome.finish)
+        final["tool_hub"] = {"stopped_by": outcome.result.stopped_by, "files": outcome.files}
+        events.append(final)
+        if self.request.include_usage:
+            events.append({"id": self.cid, "object": "chat.completion.chunk", "created": self.created,
+                           "model": self.request.model, "choices": [], "usage": _usage(outcome.result)})
+        return b"".join(sse(event) for event in events) + sse("[DONE]")
+
+    def failure(self, error: ApiError) -> bytes:
+        return sse(error.payload()) + sse("[DONE]")
+
+
+def _outcome(ctx: RunContext, result: Any, mono: Monologue, started: float) -> Outcome:
+    names = _files_of(result, ctx.workspace, started)
+    links, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder, ctx.link_ttl_s)
+    if ctx.request.client.answer_schema is not None:
+        links = ""  # the answer is JSON in the asked shape: the files are listed under tool_hub.files only
+    paused = ctx.paused(result)
+    return Outcome(result, result.output + links, links, files, paused, mono.reasoning_text)
+
+
+async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]],
+                   renderer: Renderer | None = None) -> None:
+    """Run the question and send the whole HTTP response (JSON, or server-sent events) in the wire format
+    of ``renderer`` (default: chat completions)."""
+    renderer = renderer if renderer is not None else ChatRenderer(ctx.request)
     started = time.time()
     mono = Monologue(_mode(ctx.app))
     request = ctx.request
 
-    def chunk(delta: dict, finish: str | None = None) -> dict:
-        return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": request.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
     if not request.stream:
         async def collect() -> Any:
             run = ctx.app.astream(request.question, ctx.history, session_id=ctx.session_id,
-                                  llm_options=request.llm_options)
+                                  llm_options=request.llm_options, **_external(ctx))
             try:
                 async for event in run:
                     mono.feed(event)
@@ -273,18 +420,7 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
         if timed_out:
             error = timeout_error(ctx.timeout_s)
             return await send_json(send, error.status, error.payload())
-        names = _files_of(result, ctx.workspace, started)
-        extra, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder, ctx.link_ttl_s)
-        message = {"role": "assistant", "content": result.output + extra}
-        if mono.reasoning_text:
-            message["reasoning_content"] = mono.reasoning_text
-        reply = {"id": cid, "object": "chat.completion", "created": created, "model": request.model,
-                 "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(result),
-                              "logprobs": None}],
-                 "usage": _usage(result),
-                 "tool_hub": {"stopped_by": result.stopped_by, "steps": len(getattr(result, "steps", []) or []),
-                              "files": files}}
-        return await send_json(send, 200, reply)
+        return await send_json(send, 200, renderer.reply(_outcome(ctx, result, mono, started)))
 
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
@@ -292,29 +428,26 @@ async def run_chat(ctx: RunContext, send: Callable[[dict], Awaitable[None]]) -> 
 
     body = StreamBody(send)  # what the run makes in one go goes out in one write
     try:
-        await _stream_events(ctx, body, mono, cid, created, chunk, started)
+        await _stream_events(ctx, body, mono, renderer, started)
     finally:
         body.abort()  # nothing is left queued when the run was cancelled
 
 
-async def _stream_events(ctx: RunContext, body: StreamBody, mono: Monologue, cid: str, created: int,
-                         chunk: Callable[..., dict], started: float) -> None:
+async def _stream_events(ctx: RunContext, body: StreamBody, mono: Monologue, renderer: Renderer,
+                         started: float) -> None:
     request = ctx.request
-
-    async def write(payload: Any) -> None:
-        await body.write(sse(payload))
-
-    await write(chunk({"role": "assistant", "content": ""}))
-    events = DeltaEvents(cid, created, request.model)
+    await body.write(renderer.opening())
 
     async def produce() -> Any:
         run = ctx.app.astream(request.question, ctx.history, session_id=ctx.session_id,
-                              llm_options=request.llm_options)
+                              llm_options=request.llm_options, **_external(ctx))
         try:
             async for event in run:
                 deltas = mono.feed(event)
                 if deltas:
-                    await body.write(events.encode(deltas))
+                    events = renderer.deltas(deltas)
+                    if events:
+                        await body.write(events)
         finally:
             await run.aclose()
         return run.result
@@ -326,19 +459,7 @@ async def _stream_events(ctx: RunContext, body: StreamBody, mono: Monologue, cid
         log.warning("a run failed: %s", exc, exc_info=not isinstance(exc, (RunError, UserError)))
         result, error = None, run_error(exc)
     if error is not None:
-        await write(error.payload())
+        await body.write(renderer.failure(error))
     else:
-        names = _files_of(result, ctx.workspace, started)
-        extra, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder, ctx.link_ttl_s)
-        if extra:
-            await write(chunk({"content": extra}))
-        final = chunk({}, _finish_reason(result))
-        final["tool_hub"] = {"stopped_by": result.stopped_by, "files": files}
-        await write(final)
-        if request.include_usage:
-            await write({"id": cid, "object": "chat.completion.chunk", "created": created, "model": request.model,
-                         "choices": [], "usage": _usage(result)})
-    await write("[DONE]")
+        await body.write(renderer.closing(_outcome(ctx, result, mono, started)))
     await body.close()
-
-

@@ -56,6 +56,17 @@ def _add_web_flag(parser: argparse.ArgumentParser) -> None:
                              'pip install "chatgpt-tool-hub[web]")')
 
 
+def uvicorn_config(app: Any, settings: Any, **extra: Any) -> Any:
+    """uvicorn's configuration for the server: X-Forwarded-For / -Proto are read only when the operator trusts
+    the proxy in front (``serve_trust_proxy``), as the links' base is (uvicorn alone would read them from any
+    client on 127.0.0.1)."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
+                          timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout_s)), lifespan="on",
+                          proxy_headers=bool(settings.trust_proxy), **extra)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Build the server from the configuration and run it until it is stopped."""
     try:
@@ -90,9 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     announce_links(app, settings)
     raise_open_files_limit(settings.max_connections + 1024)  # the connections and the runs' own files
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                            timeout_graceful_shutdown=max(1, int(settings.shutdown_timeout_s)), lifespan="on",
-                            http=guarded_protocol(settings.max_connections, settings.header_timeout_s))
+    config = uvicorn_config(app, settings, http=guarded_protocol(settings.max_connections, settings.header_timeout_s))
     quiet_access_log()  # after uvicorn configured its loggers: no session id, token or signature in the log
     server = uvicorn.Server(config)
     collect_less_often()  # this command owns its process; an application embedding create_server keeps its own
@@ -130,3 +139,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+

@@ -266,10 +266,19 @@ DOWNLOAD_HEADERS = {"X-Content-Type-Options": "nosniff",
                     "Cross-Origin-Resource-Policy": "same-origin"}
 
 
+# passive media: a page of any origin may embed them (<img>, <audio>, <video>): a signed link is a capability,
+# whoever holds it may show the file, as a chat UI on another origin does with the links in its answers
+EMBEDDABLE_PREFIXES = ("image/", "audio/", "video/")
+
+
 def served_as(path: Path) -> tuple[str, dict[str, str]]:
-    """``(media type, headers)`` of a file sent by ``/files``: inline only for :data:`INLINE_TYPES`."""
+    """``(media type, headers)`` of a file sent by ``/files``: inline only for :data:`INLINE_TYPES`, and
+    embeddable by pages of other origins (``Cross-Origin-Resource-Policy: cross-origin``) only when it is
+    passive media (an image, audio, video)."""
     kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     if kind in INLINE_TYPES:
+        if kind.startswith(EMBEDDABLE_PREFIXES):
+            return kind, {**DOWNLOAD_HEADERS, "Cross-Origin-Resource-Policy": "cross-origin"}
         return kind, dict(DOWNLOAD_HEADERS)
     return "application/octet-stream", {**DOWNLOAD_HEADERS,
                                         "Content-Disposition": f"attachment; filename*=UTF-8''{quote(path.name)}"}

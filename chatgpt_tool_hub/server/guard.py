@@ -26,6 +26,15 @@ closes those doors the way Jupyter does:
   so a client that knows (or chooses) another tab's session id cannot take it
   over.
 
+**JARVIS's web client** (``serve_jarvis_origins``). JARVIS's routes
+(``/hugginggpt``, ``/tasks``, ``/results``) answer CORS for the origins listed
+there, and only for them: the preflight ``OPTIONS`` gets its ``Access-Control-*``
+answer, a ``POST`` from such an origin passes the origin check and its answer
+carries ``Access-Control-Allow-Origin``. Every other route, and every other
+origin, is treated as above. The files of JARVIS's answers
+(``/images/``, ``/audios/``, ``/videos/``) check their link's signature
+themselves, as ``/files/`` does.
+
 JSON routes also refuse a body that is not ``application/json``
 (:func:`~chatgpt_tool_hub.server.asgi.read_json`): a cross-site form cannot be
 made to look like an API call.
@@ -51,8 +60,10 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # routes that check their own credentials (a bearer key through user_of; /files: the link's signature) and
 # routes a probe may call without one
-SELF_CHECKED_UNDER = ("/v1/", "/files/")
+SELF_CHECKED_UNDER = ("/v1/", "/files/", "/images/", "/audios/", "/videos/")
 SELF_CHECKED = frozenset({"/hugginggpt", "/tasks", "/results", "/healthz"})
+JARVIS_ROUTES = frozenset({"/hugginggpt", "/tasks", "/results"})  # the only routes that answer CORS
+CORS_HEADERS_ALLOWED = frozenset({"content-type", "authorization", "accept", "x-requested-with"})
 
 
 def host_name(value: str) -> str:
@@ -83,22 +94,31 @@ def _wildcard(host: str) -> bool:
 class BoundaryPolicy:
     """What :class:`Boundary` lets through. ``hosts``: allowed host names (None: any); ``origins``: extra
     allowed origins (``scheme://host[:port]``, lower-case); ``token``: the local token (None: the server has
-    keys, or ``serve_local_token=off``)."""
+    keys, or ``serve_local_token=off``); ``jarvis_origins``: the origins JARVIS's routes answer CORS for
+    (``*``: any)."""
 
     hosts: frozenset[str] | None
     origins: frozenset[str]
     token: str | None
+    jarvis_origins: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, *, bind_host: str, allowed_hosts: Any = None, allowed_origins: Any = None,
-              token: str | None = None) -> "BoundaryPolicy":
+              token: str | None = None, jarvis_origins: Any = None) -> "BoundaryPolicy":
         listed = [h.lower() for h in _split(allowed_hosts)]
         if "*" in listed or (not listed and _wildcard(bind_host)):
             hosts = None
         else:
             hosts = frozenset({*LOOPBACK_NAMES, host_name(bind_host), *(host_name(h) for h in listed)})
         origins = frozenset(o.lower().rstrip("/") for o in _split(allowed_origins))
-        return cls(hosts, origins, token)
+        return cls(hosts, origins, token, frozenset(o.lower().rstrip("/") for o in _split(jarvis_origins)))
+
+    def jarvis_origin_allowed(self, origin: str) -> bool:
+        """Whether JARVIS's routes answer CORS for a page of ``origin`` (never ``null``)."""
+        origin = origin.strip().lower().rstrip("/")
+        if origin == "null" or "://" not in origin:
+            return False
+        return "*" in self.jarvis_origins or origin in self.jarvis_origins
 
     def host_allowed(self, host: str) -> bool:
         return self.hosts is None or host_name(host) in self.hosts
@@ -169,15 +189,17 @@ class Boundary:
         headers = _headers(scope)
         if not policy.host_allowed(headers.get("host", "")):
             return await self._refuse(scope, send, ApiError(
-                400, f"this server does not answer to the host {host_name(headers.get('host', ''))!r}; add it to "
-                     f"serve_allowed_hosts if clients reach the server by that name", code="host_not_allowed"))
+                400, f"this server does not answer to the host {host_name(headers.get('host', ''))!r}; the operator "
+                     f"can allow it (serve_allowed_hosts) if clients reach the server by that name", code="host_not_allowed"))
         origin = headers.get("origin")
+        path = str(scope.get("path", ""))
+        if kind == "http" and path in JARVIS_ROUTES and origin is not None:
+            return await self._jarvis_cors(scope, receive, send, headers, origin, policy)
         changes_state = kind == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
         if origin is not None and changes_state and not policy.origin_allowed(origin):
             return await self._refuse(scope, send, ApiError(
-                403, f"requests from pages of {origin[:100]!r} are not allowed; add the origin to "
-                     f"serve_allowed_origins if that page is a client of this server", code="origin_not_allowed"))
-        path = str(scope.get("path", ""))
+                403, f"requests from pages of {origin[:100]!r} are not allowed; the operator can allow the origin "
+                     f"(serve_allowed_origins) if that page is a client of this server", code="origin_not_allowed"))
         if path in SELF_CHECKED or path.startswith(SELF_CHECKED_UNDER):
             return await self.app(scope, receive, send)
         cookies = _cookies(headers.get("cookie", ""))
@@ -208,6 +230,28 @@ class Boundary:
 
         await self.app(scope, receive, with_cookies)
 
+    async def _jarvis_cors(self, scope: dict, receive: Callable, send: Callable, headers: dict[str, str],
+                           origin: str, policy: BoundaryPolicy) -> None:
+        """A browser's request to a JARVIS route: CORS for the allowed origins, the usual checks for others."""
+        preflight = scope.get("method") == "OPTIONS" and "access-control-request-method" in headers
+        if not policy.jarvis_origin_allowed(origin):
+            if preflight or not policy.origin_allowed(origin):
+                return await self._refuse(scope, send, ApiError(
+                    403, f"pages of {origin[:100]!r} may not call this route; the operator can allow the origin "
+                         f"(serve_jarvis_origins) if that page is JARVIS's web client", code="origin_not_allowed"))
+            return await self.app(scope, receive, send)
+        allow = [(b"access-control-allow-origin", ("*" if "*" in policy.jarvis_origins else origin).encode("latin-1")),
+                 (b"vary", b"Origin")]
+        if preflight:
+            return await _preflight(send, headers, allow)
+
+        async def with_cors(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*(message.get("headers") or []), *allow]}
+            await send(message)
+
+        await self.app(scope, receive, with_cors)
+
     async def _enter(self, scope: dict, send: Callable, query: dict[str, str], cookies: dict[str, str],
                      secure: bool) -> None:
         """The token came in the link: keep it in a cookie and send the browser to the page without it."""
@@ -233,6 +277,23 @@ class Boundary:
             await send({"type": "http.response.body", "body": body, "more_body": False})
             return
         await send_json(send, error.status, error.payload())
+
+
+async def _preflight(send: Callable, headers: dict[str, str], allow: list[tuple[bytes, bytes]]) -> None:
+    """Answer a CORS preflight for a JARVIS route: POST with JSON (and, for clients that have one, a key)."""
+    method = headers.get("access-control-request-method", "").strip().upper()
+    asked = [h.strip().lower() for h in headers.get("access-control-request-headers", "").split(",") if h.strip()]
+    refused = [h for h in asked if h not in CORS_HEADERS_ALLOWED]
+    if method not in ("POST", "OPTIONS") or refused:
+        error = ApiError(403, f"JARVIS's routes take POST with the headers {', '.join(sorted(CORS_HEADERS_ALLOWED))}; "
+                              f"this preflight asked for {method or 'no method'} {', '.join(refused)}".rstrip(),
+                         code="cors_not_allowed")
+        return await send_json(send, error.status, error.payload())
+    await send({"type": "http.response.start", "status": 204, "headers": [
+        *allow, (b"access-control-allow-methods", b"POST, OPTIONS"),
+        (b"access-control-allow-headers", ", ".join(sorted(CORS_HEADERS_ALLOWED)).encode()),
+        (b"access-control-max-age", b"600"), (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _with_cookie(scope: dict, name: str, value: str) -> dict:

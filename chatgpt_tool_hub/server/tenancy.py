@@ -7,8 +7,12 @@
   tenants' folders and reach their worker processes.
 * :func:`app_settings`: what the server adds to every user's app settings:
   the resolved secret settings (so the process environment can be scrubbed
-  after start) and one :class:`~chatgpt_tool_hub.runtime.worker_limit.WorkerLimit`
-  for all users' python workers (``serve_max_python_workers``).
+  after start), one :class:`~chatgpt_tool_hub.runtime.worker_limit.WorkerLimit`
+  for all users' python workers (``serve_max_python_workers``), and
+  ``planner_request_files="workspace"``: a path a request names is read only
+  inside that user's workspace, never elsewhere on the server's disk (another
+  user's folder, /home, /tmp). The server passes it as a keyword, so the
+  environment and config.json cannot turn it back; a request carries no settings.
 * :func:`folder_size` / :func:`check_quota`: a user whose folder holds more
   than ``serve_user_quota_mb`` gets HTTP 429 ``insufficient_quota`` for new runs.
 * :func:`too_many` builds the OpenAI-shaped 429 of a per-key cap.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..config import is_secret_key, is_unset
@@ -25,11 +30,13 @@ from ..errors import ConfigError
 from ..runtime.worker_limit import WorkerLimit
 from .asgi import ApiError
 
-__all__ = ["CODE_TOOLS", "served_code_tools", "check_shared_trust", "app_settings", "folder_size", "check_quota",
+__all__ = ["CODE_TOOLS", "SERVER_PINNED", "served_code_tools", "check_shared_trust", "app_settings", "folder_size", "check_quota",
            "too_many"]
 
 # tools that run code the model writes, on this machine
 CODE_TOOLS = ("python", "terminal", "tool-maker")
+# settings every user's app is built with, whatever the environment or config.json say
+SERVER_PINNED: Mapping[str, Any] = MappingProxyType({"planner_request_files": "workspace"})
 
 
 def served_code_tools(registry: Any, tools_list: Sequence[Any] | None, config: Any) -> list[str]:
@@ -60,10 +67,11 @@ def check_shared_trust(keys: Sequence[str], code_tools: Sequence[str], shared_tr
 
 def app_settings(values: Mapping[str, Any], max_python_workers: int) -> dict[str, Any]:
     """Settings every user's app gets from the server: the secret settings as resolved at start (the
-    environment may be scrubbed afterwards), and the shared cap on python workers."""
+    environment may be scrubbed afterwards), the shared cap on python workers, and the planner's request
+    files confined to the user's workspace."""
     secrets = {key: value for key, value in values.items()
                if is_secret_key(key) and not key.startswith("serve_") and not is_unset(value)}
-    return {**secrets, "python_worker_limit": WorkerLimit(max_python_workers)}
+    return {**secrets, "python_worker_limit": WorkerLimit(max_python_workers), **SERVER_PINNED}
 
 
 def folder_size(folder: Path, stop_after: int | None = None) -> int:

@@ -1,7 +1,10 @@
 """Who is asking, and each user's own apps.
 
 A request's user is its API key (only a digest of it is kept) and the OpenAI
-``user`` field. Each user has a folder below ``serve_workspace_root`` (their
+``user`` field, or, behind a chat UI the operator trusts, the end user it names
+in a header (``serve_user_header``, :func:`end_user`); a second header
+(``serve_session_header``) names the conversation, which then gets a session
+of its own in the user's app. Each user has a folder below ``serve_workspace_root`` (their
 workspace: files handed over, files the tools write) and their own app per app
 type, so their python session, variables and files never meet another user's.
 Apps are kept for at most ``serve_max_users`` users (and ``max_sessions``),
@@ -29,29 +32,44 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .asgi import ApiError
 from .tenancy import check_quota, too_many
 
-__all__ = ["User", "UserApps", "identify"]
+__all__ = ["User", "UserApps", "identify", "end_user", "header_value", "MAX_HEADER_CHARS"]
 
 log = logging.getLogger("chatgpt_tool_hub.server")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_HEADER_CHARS = 256  # the longest end-user or conversation id a header may carry
+
+
+def _safe_name(text: str, salt: str) -> str:
+    """A readable file-system-safe name for ``text``, distinct for distinct ``(salt, text)``."""
+    slug = _UNSAFE.sub("_", text)[:40].strip("._") or "user"
+    digest = hashlib.sha256(f"{salt}\0{text}".encode()).hexdigest()[:16]
+    return f"{slug}-{digest}"
 
 
 @dataclass(frozen=True)
 class User:
     key_id: str   # a digest of the API key ("local" without keys)
-    name: str     # the request's ``user`` field ("default" without one)
+    name: str     # the request's ``user`` field, or the end user a trusted header names ("default" without one)
+    session: str = field(default="", compare=False)  # the conversation a trusted header names ("": none)
 
     @property
     def folder(self) -> str:
         """The user's folder name below the workspace root: readable, and distinct for distinct users."""
-        slug = _UNSAFE.sub("_", self.name)[:40].strip("._") or "user"
-        digest = hashlib.sha256(f"{self.key_id}\0{self.name}".encode()).hexdigest()[:16]
-        return f"{slug}-{digest}"
+        return _safe_name(self.name, self.key_id)
+
+    @property
+    def session_id(self) -> str:
+        """The session of the user's app a request runs in (python variables, memory): one per user, or one
+        per conversation when a trusted header names it."""
+        base = f"user-{self.folder}"
+        return f"{base}-chat-{_safe_name(self.session, self.folder)}" if self.session else base
 
 
 def identify(authorization: str | None, user: Any, keys: tuple[str, ...]) -> User | None:
@@ -67,6 +85,32 @@ def identify(authorization: str | None, user: Any, keys: tuple[str, ...]) -> Use
         if hmac.compare_digest(token.encode(), key.encode()):
             return User(hashlib.sha256(key.encode()).hexdigest()[:12], name)
     return None
+
+
+def header_value(headers: Mapping[str, str], name: str, setting: str) -> str:
+    """The value of the header ``name`` ("" when ``name`` is empty or the header absent or blank); HTTP 400
+    when it is longer than :data:`MAX_HEADER_CHARS` or not printable text."""
+    if not name:
+        return ""
+    value = (headers.get(name) or "").strip()
+    if len(value) > MAX_HEADER_CHARS or not value.isprintable():
+        raise ApiError(400, f"the {name} header must be printable text of at most {MAX_HEADER_CHARS} characters "
+                            f"({setting}); the chat UI in front of this server sent something else")
+    return value
+
+
+def end_user(user: User, headers: Mapping[str, str], user_header: str, session_header: str,
+             credentialed: bool) -> User:
+    """The end user and conversation a trusted chat UI names in ``user_header`` / ``session_header``, within
+    ``user``'s key: the same header value under two keys is two users. Headers count only for a request that
+    carried a valid API key or the local token (``credentialed``); otherwise, or when absent, ``user``."""
+    if not credentialed or not (user_header or session_header):
+        return user
+    name = header_value(headers, user_header, "serve_user_header")
+    session = header_value(headers, session_header, "serve_session_header")
+    if not name and not session:
+        return user
+    return User(user.key_id, name or user.name, session)
 
 
 @dataclass

@@ -103,6 +103,9 @@ class Transcript:
         if kind == "token":
             self._token(event)
             return
+        if kind == "error" and self._mono is not None:  # the reply could not be read: its held text is shown
+            for _, piece in self._mono.flush_held():
+                self._live_block()["content"] += piece
         self._mono = None  # the reply ended
         if kind == "thought":
             self._thought_event(event)

@@ -19,14 +19,21 @@ unless the server annotates it ``readOnlyHint: true``; the ``dangerous`` option
 overrides that per server. A result longer than ``max_result_chars`` keeps its
 head and tail.
 
+An entry with ``"shared": true`` uses the process's one connection to its
+server (:mod:`.shared`): every app of the process (every user of ``tool-hub
+serve``) shares it instead of starting the server again. Only for stateless
+servers; the default is a connection per app.
+
 Needs the optional ``mcp`` package: ``pip install "chatgpt-tool-hub[mcp]"``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from typing import Any, Iterable, Mapping
+import threading
+from typing import Any, Callable, Iterable, Mapping
 
 from ....config import get_typed
 from ....errors import ConfigError, UserError
@@ -40,6 +47,7 @@ from .connection import (
     MCPConnection,
 )
 from .results import MAX_RESULT_CHARS, FileSaver, render_result
+from .shared import SHARED, SharedConnections, close_leases
 from .spec import ServerSpec, child_environment, parse_server
 from .tools import (
     MCPPromptTool,
@@ -53,14 +61,15 @@ from .tools import (
 
 __all__ = ["load_mcp_tools", "load_mcp_servers", "MCPTool", "MCPResourceTool", "MCPPromptTool", "MCPConnection",
            "ServerSpec", "NameBook", "parse_server", "render_result", "child_environment", "INSTALL_HINT",
-           "MAX_RESULT_CHARS", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_CALL_TIMEOUT", "ENTRY_OPTIONS"]
+           "MAX_RESULT_CHARS", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_CALL_TIMEOUT", "ENTRY_OPTIONS",
+           "SharedServers", "SharedConnections", "SHARED"]
 
 log = logging.getLogger("chatgpt_tool_hub.tools.mcp")
 
 INSTALL_HINT = 'MCP servers need the optional "mcp" package: pip install "chatgpt-tool-hub[mcp]"'
 # the keys of an ``mcp_servers`` entry dict: the keyword arguments of load_mcp_tools an entry may set
 ENTRY_OPTIONS = ("server", "env", "timeout", "connect_timeout", "call_timeout", "transport", "name_prefix", "prefix",
-                 "dangerous", "max_result_chars", "resources", "prompts")
+                 "dangerous", "max_result_chars", "resources", "prompts", "shared")
 
 
 def _require_mcp() -> None:
@@ -76,7 +85,8 @@ def load_mcp_tools(server: str | list[str] | dict, *, env: dict | None = None, t
                    transport: str | None = None, name_prefix: str | None = None, prefix: str | None = None,
                    dangerous: bool | list[str] | None = None, max_result_chars: int = MAX_RESULT_CHARS,
                    resources: bool = True, prompts: bool = True, workspace: str | os.PathLike | None = None,
-                   taken: NameBook | Mapping[str, str] | Iterable[str] | None = None) -> list[Tool]:
+                   taken: NameBook | Mapping[str, str] | Iterable[str] | None = None,
+                   shared: bool = False) -> list[Tool]:
     """Connect to an MCP server and return one :class:`MCPTool` per server tool, plus
     ``<server>-read-resource`` / ``<server>-get-prompt`` when it offers resources / prompts.
 
@@ -87,7 +97,8 @@ def load_mcp_tools(server: str | list[str] | dict, *, env: dict | None = None, t
     ``workspace``: where images, audio and binary resources are saved (without one they are only
     described). ``taken``: tool names already in use (a :class:`NameBook` shared across servers);
     a clashing tool is named ``<prefix>-<tool>`` with a warning (``prefix`` defaults to the name the
-    server gives itself). Raises ``UserError`` when the ``mcp`` package is missing and
+    server gives itself). ``shared``: use the process's one connection to this server (:mod:`.shared`;
+    only for stateless servers) instead of a connection of these tools' own. Raises ``UserError`` when the ``mcp`` package is missing and
     ``ConfigError`` when the entry is malformed or the server cannot be started/reached.
     """
     return _load(locals(), DEFAULT_CONNECT_TIMEOUT, DEFAULT_CALL_TIMEOUT)
@@ -121,11 +132,17 @@ def load_mcp_servers(entries: Iterable[Any], settings: Mapping[str, Any] | None 
     return tools[start:]
 
 
-def _load(options: Mapping[str, Any], connect_default: float, call_default: float) -> list[Tool]:
-    _require_mcp()
+def _launch(options: Mapping[str, Any], connect_default: float, call_default: float) -> tuple[ServerSpec, float, float]:
+    """The server an entry names and its (connect, call) timeouts."""
     spec = parse_server(options["server"], options.get("env"), options.get("transport"))
     connect_s, call_s = _timeouts(options.get("timeout"), options.get("connect_timeout"), options.get("call_timeout"),
                                   connect_default, call_default)
+    return spec, connect_s, call_s
+
+
+def _load(options: Mapping[str, Any], connect_default: float, call_default: float) -> list[Tool]:
+    _require_mcp()
+    spec, connect_s, call_s = _launch(options, connect_default, call_default)
     try:
         limit: Any = options.get("max_result_chars")
         max_result_chars = MAX_RESULT_CHARS if _unset(limit) else int(limit)
@@ -139,28 +156,117 @@ def _load(options: Mapping[str, Any], connect_default: float, call_default: floa
     taken = options.get("taken")
     book = taken if isinstance(taken, NameBook) else NameBook(taken or ())
     files = FileSaver(options["workspace"]) if options.get("workspace") is not None else None
-    connection = MCPConnection(spec, connect_s, call_s)
+    connection, closer = _open(spec, connect_s, call_s, _flag(options.get("shared", False), "shared"))
     try:
-        listing = connection.connect()
-    except ConnectFailure as exc:
-        connection.close()
-        raise ConfigError(f"MCP server {spec.label}: could not connect: {exc}", key="mcp_servers") from None
-    try:
-        tools = _tools(connection, listing, book, danger, wants, files, max_result_chars,
-                       options.get("name_prefix"), options.get("prefix"))
+        tools = _tools(connection, connection.listing, book, danger, wants, files, max_result_chars,
+                       options.get("name_prefix"), options.get("prefix"), closer)
         danger.check_listed(spec.label)
     except BaseException:
-        connection.close()
+        closer()
         raise
     return tools
 
 
+def _open(spec: ServerSpec, connect_s: float, call_s: float, shared: bool) -> tuple[MCPConnection, Callable[[], None]]:
+    """The connected connection and what closes this app's use of it: the process's shared connection and
+    a lease of it, or a connection of its own."""
+    try:
+        if shared:
+            lease = SHARED.acquire(spec, connect_s, call_s)
+            return lease.connection, lease.close
+        connection = MCPConnection(spec, connect_s, call_s)
+        try:
+            connection.connect()
+        except ConnectFailure:
+            connection.close()
+            raise
+        return connection, connection.close
+    except ConnectFailure as exc:
+        raise ConfigError(f"MCP server {spec.label}: could not connect: {exc}", key="mcp_servers") from None
+
+
+class SharedServers:
+    """The process's hold on the shared ``mcp_servers`` entries (``"shared": true``) of a configuration:
+    :meth:`start` opens them in the background, :meth:`close` gives them back (each is closed when no app
+    holds it any more). ``tool-hub serve`` holds them from its start to its shutdown, so every user's app
+    finds them started and users coming and going never restart them."""
+
+    def __init__(self, settings: Mapping[str, Any]):
+        self.settings = settings
+        self.leases: list[Any] = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def entries(self) -> list[Mapping[str, Any]]:
+        """The shared entries of ``mcp_servers`` (a list, or JSON text from the environment)."""
+        value = self.settings.get("mcp_servers")
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return []
+        items = value if isinstance(value, list) else [value] if value else []
+        return [item for item in items if isinstance(item, Mapping) and "server" in item
+                and _shared_flag(item.get("shared"))]
+
+    def start(self) -> "SharedServers":
+        """Open the shared servers, each in a background thread of its own (nothing when there are none)."""
+        for entry in self.entries():
+            thread = threading.Thread(target=self._open, args=(entry,), name="mcp-shared-start", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        return self
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the starts (at most ``timeout`` seconds for each)."""
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _open(self, entry: Mapping[str, Any]) -> None:
+        try:
+            _require_mcp()
+            connect_default = _seconds(get_typed(self.settings, "mcp_connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+                                       "mcp_connect_timeout")
+            call_default = _seconds(get_typed(self.settings, "mcp_call_timeout", DEFAULT_CALL_TIMEOUT),
+                                    "mcp_call_timeout")
+            spec, connect_s, call_s = _launch(entry, connect_default, call_default)
+            lease = SHARED.acquire(spec, connect_s, call_s)
+        except (ConnectFailure, ConfigError, UserError) as exc:
+            log.warning("shared MCP server %s did not start: %s (apps will try again when they are built)",
+                        _entry_label(entry), exc)
+            return
+        with self._lock:
+            self.leases.append(lease)
+
+    def close(self) -> None:
+        """Give the shared servers back (after the start, when it is still running)."""
+        self.wait()
+        with self._lock:
+            leases, self.leases = self.leases, []
+        close_leases(leases)
+
+
+def _shared_flag(value: Any) -> bool:
+    try:
+        return _flag(False if value is None else value, "shared")
+    except ConfigError:
+        return False
+
+
+def _entry_label(entry: Mapping[str, Any]) -> str:
+    try:
+        return parse_server(entry["server"], entry.get("env"), entry.get("transport")).label
+    except ConfigError:
+        return "?"
+
+
 def _tools(connection: MCPConnection, listing: Listing, book: NameBook, danger: DangerRule, wants: dict[str, bool],
-           files: FileSaver | None, max_result_chars: int, name_prefix: str | None, prefix: str | None) -> list[Tool]:
+           files: FileSaver | None, max_result_chars: int, name_prefix: str | None, prefix: str | None,
+           closer: Callable[[], None] | None = None) -> list[Tool]:
     server_name = tool_name(None, listing.server_name or connection.spec.short_name)
     clash_prefix = prefix or server_name
     owner = f"MCP server {connection.title}"
-    common: dict[str, Any] = {"max_result_chars": max_result_chars, "files": files}
+    common: dict[str, Any] = {"max_result_chars": max_result_chars, "files": files, "closer": closer}
     tools: list[MCPTool] = []
     for item in listing.tools:
         name = book.claim(tool_name(name_prefix, item.name), owner, clash_prefix, connection)

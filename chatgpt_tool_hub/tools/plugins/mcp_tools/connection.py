@@ -42,12 +42,16 @@ from ....errors import ToolExecutionError
 from .results import _attr
 from .spec import ServerSpec, child_environment
 
-__all__ = ["MCPConnection", "Listing", "ConnectFailure", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_CALL_TIMEOUT"]
+__all__ = ["MCPConnection", "Listing", "ConnectFailure", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_CALL_TIMEOUT",
+           "CONNECT_TIMEOUT_HINT"]
 
 log = logging.getLogger("chatgpt_tool_hub.tools.mcp")
 
 DEFAULT_CONNECT_TIMEOUT = SETTINGS["mcp_connect_timeout"].default  # start, initialize and the lists; the default of mcp_connect_timeout
 DEFAULT_CALL_TIMEOUT = SETTINGS["mcp_call_timeout"].default  # one request; the default of mcp_call_timeout
+# follows "no answer within N s" when a server did not start in time: the settings that raise the limit
+CONNECT_TIMEOUT_HINT = ("; raise mcp_connect_timeout (or \"connect_timeout\" in its mcp_servers entry): "
+                        "a first npx or uvx run downloads the package before the server answers")
 _CONNECTION_CLOSED = -32000  # JSON-RPC code the SDK uses for a dropped connection
 _SESSION_GONE = re.compile(r"session (?:not found|terminated|expired|unknown|does not exist)|unknown session|"
                            r"could not find session|invalid session", re.I)
@@ -140,7 +144,7 @@ class MCPConnection:
             try:
                 self._session, listing = self._held.open(self.connect_timeout)
             except BaseException as exc:
-                text = self._describe(exc, stderr=True, timeout=self.connect_timeout)
+                text = self._describe(exc, stderr=True, timeout=self.connect_timeout, hint=CONNECT_TIMEOUT_HINT)
                 raise ConnectFailure(text + self._http_hint(self._generation)) from None
             self._broken = False
             self.listing = listing
@@ -360,14 +364,16 @@ class MCPConnection:
 
     # ---- messages ---------------------------------------------------------------------
 
-    def _describe(self, exc: BaseException | None, stderr: bool = False, timeout: float | None = None) -> str:
+    def _describe(self, exc: BaseException | None, stderr: bool = False, timeout: float | None = None,
+                  hint: str = "") -> str:
+        """What went wrong, in a few words; ``hint`` follows a timeout."""
         from ....runtime.bridge import unwrap_exception
 
         if exc is None:
             return "the connection was closed"
         exc = unwrap_exception(exc)
         if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-            text = f"no answer within {timeout or self.call_timeout:g} s"
+            text = f"no answer within {timeout or self.call_timeout:g} s{hint}"
         elif isinstance(exc, FileNotFoundError):
             text = f"command not found: {self.spec.command[0] if self.spec.command else exc}"
         else:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ....textutil import clip_text
 from ...base import Tool
@@ -38,7 +38,8 @@ MAX_DESCRIPTION = 3000
 
 
 class MCPTool(Tool):
-    """One tool of an MCP server. ``close()`` closes the whole server connection.
+    """One tool of an MCP server. ``close()`` closes the whole server connection (``closer``, when given, is
+    called instead: a shared connection's lease gives the app's use of it back).
 
     Its results are untrusted (``reads_untrusted``: the server, and what it reads, is nobody here); a tool
     the server does not annotate ``readOnlyHint: true`` can act anywhere, so it counts as egress
@@ -48,9 +49,11 @@ class MCPTool(Tool):
 
     def __init__(self, connection: MCPConnection, remote_name: str, name: str, description: str,
                  parameters: dict, *, dangerous: bool = True, max_result_chars: int = MAX_RESULT_CHARS,
-                 files: FileSaver | None = None, resource_tool: str | None = None, read_only: bool = False):
+                 files: FileSaver | None = None, resource_tool: str | None = None, read_only: bool = False,
+                 closer: Callable[[], None] | None = None):
         self.egress = "none" if read_only else "network"
         self.connection = connection
+        self._closer = closer if closer is not None else connection.close
         self.remote_name = remote_name
         self.name = name
         self.description = description
@@ -71,7 +74,7 @@ class MCPTool(Tool):
                              files=self.files, resource_tool=self.resource_tool)
 
     def close(self) -> None:
-        self.connection.close()
+        self._closer()
 
 
 class MCPResourceTool(MCPTool):
