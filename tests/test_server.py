@@ -119,7 +119,8 @@ def test_an_unknown_model_is_a_404_naming_the_models(live):
 @pytest.mark.parametrize("messages, words", [
     ([], "non-empty"),
     ([{"role": "assistant", "content": "hi"}], "last message"),
-    ([{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}], "not supported"),
+    ([{"role": "user", "content": [{"type": "video_url", "video_url": {}}]}], "not supported"),
+    ([{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}], "must be WAV"),
 ])
 def test_bad_requests_are_400_with_the_reason(live, messages, words):
     server = live(llm=ScriptedLLM([]))

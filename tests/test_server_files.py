@@ -236,8 +236,10 @@ def test_the_images_of_a_request_share_one_pixel_budget(tmp_path):
     from chatgpt_tool_hub.server.chat import prepare_images
 
     red, blue = png_bytes((255, 0, 0), (100, 100)), png_bytes((0, 0, 255), (100, 100))
-    names = prepare_images(_chat_with_images(red, red, blue), tmp_path, max_bytes=10_000_000, allow_private=False,
-                           max_pixels=20_000)  # the same image twice is decoded once
+    handed = prepare_images(_chat_with_images(red, red, blue), tmp_path, max_bytes=10_000_000, allow_private=False,
+                            max_pixels=20_000)  # the same image twice is decoded once
+    assert {kind for kind, _ in handed} == {"image"}
+    names = [name for _, name in handed]
     assert len(names) == 3 and names[0] == names[1] and all(_NAME.fullmatch(n) for n in names)
     with pytest.raises(ApiError) as refused:
         prepare_images(_chat_with_images(png_bytes((0, 255, 0), (100, 100)), png_bytes((9, 9, 9), (100, 150))),

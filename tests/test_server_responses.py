@@ -86,7 +86,7 @@ def test_flat_function_tools_tool_choice_and_text_format_take_their_chat_names()
     ({"text": {"format": {"type": "xml"}}}, "text"),
     ({"max_output_tokens": 0}, "max_output_tokens"),
     ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input"),
-    ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]}, "input"),
+    ({"input": [{"role": "user", "content": [{"type": "input_video", "video_url": "f"}]}]}, "input"),
 ])
 def test_what_cannot_be_honoured_names_its_parameter(extra, param):
     with pytest.raises(ApiError) as caught:

@@ -30,7 +30,7 @@ _ANNOUNCE = {
     "zh": ("我提供了一个{kind}，文件名是 {name}。{description}这些信息帮助你理解这个{kind}，但处理它时必须使用工具，"
            "不要根据描述想象其内容，也不要编造文件名。", "收到。"),
 }
-_KIND_ZH = {"image": "图片", "audio": "音频"}
+_KIND_ZH = {"image": "图片", "audio": "音频", "document": "文档"}
 
 
 def ingest_file(source: Any, workspace: str | os.PathLike, *, sampling_rate: int | None = None) -> tuple[str, str]:

@@ -244,6 +244,8 @@ def _chat_job(state: ServerState, chat: Any, user: User, base_url: str,
     lock = threading.Lock()
     held = [False, False]  # [the app is acquired, the request has ended]
 
+    handed: set[str] = set()  # the files of the request's own question, once in the workspace
+
     def prepare(deadline: float | None) -> tuple[Any, list[dict]]:  # the blocking part, in one trip to a thread
         workspace.mkdir(parents=True, exist_ok=True)
         names = prepare_images(chat, workspace, max_bytes=serve.max_body_bytes,
@@ -258,6 +260,7 @@ def _chat_job(state: ServerState, chat: Any, user: User, base_url: str,
         history = list(chat.history)
         if names:
             history += announce(user_app, names, chat.question)
+            handed.update(name for _, name in names)
         return user_app, history
 
     def done() -> None:
@@ -288,7 +291,7 @@ def _chat_job(state: ServerState, chat: Any, user: User, base_url: str,
         user_app, history = prepared
         left = max(0.001, deadline - time.monotonic()) if deadline is not None else 0.0
         context = RunContext(user_app, chat, history, user.session_id, workspace, user.folder,
-                             base_url, serve.link_secret, left, serve.link_ttl_s)
+                             base_url, serve.link_secret, left, serve.link_ttl_s, handed=frozenset(handed))
         if not chat.client.empty:  # the client's own tools; its tool results resume the run they paused
             kept = f"{user.session_id}/{chat.model}"
             context.external = chat.client.turn(state.pauses.take(kept, chat.client.rounds))

@@ -44,7 +44,18 @@ from .client_tools import (
     tool_call_deltas,
     tool_calls_message,
 )
-from .files import IMAGE_SUFFIXES, ImageBudget, ImageError, ImagesStopped, find_files, ingest_image_url, signed_path
+from .files import (
+    IMAGE_SUFFIXES,
+    Attachment,
+    ImageBudget,
+    ImageError,
+    ImagesStopped,
+    attachment_of,
+    find_files,
+    ingest_attachment,
+    ingest_image_url,
+    signed_path,
+)
 from .monologue import Monologue
 
 __all__ = ["ChatRequest", "parse_request", "prepare_images", "run_chat", "links_text", "Outcome", "Renderer",
@@ -60,7 +71,7 @@ class ChatRequest:
     app_type: str
     question: str
     history: list[dict]
-    images: list[tuple[int, str]]  # (message index, url) of every image part
+    images: list[tuple[int, Any]]  # (message index, url or Attachment) of every image and file part
     stream: bool = False
     include_usage: bool = False
     llm_options: dict = field(default_factory=dict)
@@ -68,15 +79,17 @@ class ChatRequest:
     client: ClientTools = field(default_factory=ClientTools)  # the client's own tools, tool choice, answer shape
 
 
-def _text_of(content: Any, where: str) -> tuple[str, list[str]]:
-    """A message's text and the URLs of its images (OpenAI's content parts)."""
+def _text_of(content: Any, where: str) -> tuple[str, list[Any]]:
+    """A message's text, and its images' URLs and its files (:class:`Attachment`: ``file`` and
+    ``input_audio`` parts) in order (OpenAI's content parts)."""
     if content is None:
         return "", []
     if isinstance(content, str):
         return content, []
     if not isinstance(content, list):
         raise ApiError(400, f"{where}: content must be a string or a list of content parts")
-    texts, images = [], []
+    texts: list[str] = []
+    images: list[Any] = []
     for part in content:
         if isinstance(part, str):
             texts.append(part)
@@ -92,8 +105,11 @@ def _text_of(content: Any, where: str) -> tuple[str, list[str]]:
             if not isinstance(url, str) or not url:
                 raise ApiError(400, f"{where}: an image_url part needs image_url.url")
             images.append(url)
+        elif kind in ("file", "input_audio"):
+            images.append(attachment_of(part, where))
         else:
-            raise ApiError(400, f"{where}: content parts of type {kind!r} are not supported (text and image_url are)")
+            raise ApiError(400, f"{where}: content parts of type {kind!r} are not supported (text, image_url, file "
+                                f"and input_audio are)")
     return "\n".join(t for t in texts if t), images
 
 
@@ -164,10 +180,12 @@ def _message(message: Any, i: int) -> dict:
 
 def prepare_images(request: ChatRequest, workspace: Path, *, max_bytes: int, allow_private: bool,
                    max_pixels: int = SETTINGS["serve_max_image_pixels"].default,
-                   cancellation: Cancellation | None = None, deadline: float | None = None) -> list[str]:
-    """Copy every image of the conversation into the workspace (blocking: run it in a thread). Images of
-    earlier messages are named in their message's text; those of the question are returned (they are
-    announced to the app like files handed to it).
+                   cancellation: Cancellation | None = None,
+                   deadline: float | None = None) -> list[tuple[str, str]]:
+    """Copy every image and file of the conversation into the workspace (blocking: run it in a thread).
+    Those of earlier messages are named in their message's text; those of the question are returned as
+    ``(kind, name)`` (they are announced to the app like files handed to it). A document (a ``file`` part)
+    is kept as ``document/<hash><suffix>``, audio (``input_audio``, WAV) is checked like a handed WAV file.
 
     Each image is decoded in a contained child process; all of them together
     may decode at most ``max_pixels`` pixels (``serve_max_image_pixels``; an
@@ -177,12 +195,15 @@ def prepare_images(request: ChatRequest, workspace: Path, *, max_bytes: int, all
     work at once, killing a decode in progress: HTTP 499 or 504.
     """
     last = len(request.history)  # the question's index in the original messages
-    names: dict[int, list[str]] = {}
+    names: dict[int, list[tuple[str, str]]] = {}
     budget = ImageBudget(max_pixels, cancellation=cancellation, deadline=deadline)
     for index, url in request.images:
         try:
-            names.setdefault(index, []).append(ingest_image_url(url, workspace, max_bytes=max_bytes,
-                                                                allow_private=allow_private, budget=budget))
+            if isinstance(url, Attachment):
+                names.setdefault(index, []).append(ingest_attachment(url, workspace, budget=budget))
+                continue
+            names.setdefault(index, []).append(("image", ingest_image_url(
+                url, workspace, max_bytes=max_bytes, allow_private=allow_private, budget=budget)))
         except ImagesStopped as exc:
             if exc.reason == "deadline":
                 raise ApiError(504, str(exc), kind="timeout", code="timeout") from None
@@ -190,18 +211,20 @@ def prepare_images(request: ChatRequest, workspace: Path, *, max_bytes: int, all
         except ImageError as exc:
             raise ApiError(400, str(exc), code="invalid_image") from None
     for index, message in enumerate(request.history):
-        for name in names.get(index, ()):
-            message["content"] = f"{message['content']}\n[image: {name}]".strip()
+        for kind, name in names.get(index, ()):
+            message["content"] = f"{message['content']}\n[{kind}: {name}]".strip()
     return names.get(last, [])
 
 
-def announce(app: Any, names: Sequence[str], question: str) -> list[dict]:
-    """The messages that hand the question's images to the app (with a caption when it has a captioner)."""
+def announce(app: Any, names: Sequence[Any], question: str) -> list[dict]:
+    """The messages that hand the question's images and files (``(kind, name)``, or an image's name) to the app
+    (an image with a caption when it has a captioner)."""
     language = detect_language(question, getattr(app, "prompt_language", "auto"))
     tools = {tool.name: tool for tool in app.tools}
     messages: list[dict] = []
-    for name in names:
-        messages.extend(announcement("image", name, describe("image", name, tools), language))
+    for item in names:
+        kind, name = item if isinstance(item, tuple) else ("image", item)
+        messages.extend(announcement(kind, name, describe(kind, name, tools), language))
     return messages
 
 
@@ -235,11 +258,13 @@ def _finish_reason(result: Any) -> str:
     return "length" if getattr(result, "stopped_by", "") == "budget" else "stop"
 
 
-def _files_of(result: Any, workspace: Path, started: float) -> list[str]:
+def _files_of(result: Any, workspace: Path, started: float, handed: frozenset[str] = frozenset()) -> list[str]:
+    """The files to link: those the answer names, and those the run's tools made (named in observations, new
+    since the run started; not the files the request itself brought)."""
     steps = getattr(result, "steps", None) or []
     named = find_files([result.output], workspace)
     made = find_files([s.observation for s in steps], workspace, since=started)
-    return named + [n for n in made if n not in named]
+    return named + [n for n in made if n not in named and n not in handed]
 
 
 @dataclass
@@ -256,6 +281,7 @@ class RunContext:
     link_ttl_s: float = 0.0
     external: ExternalTurn | None = None  # the client's own tools (and the pause its results answer)
     keep_pause: Callable[[Paused], None] | None = None  # keeps a run that paused on the client's tools
+    handed: frozenset[str] = frozenset()  # the files the request itself brought: never linked back to it
 
     def paused(self, result: Any) -> Paused | None:
         """The run's pause on the client's tools (kept for its resumption), or None when it answered."""
@@ -384,7 +410,7 @@ class ChatRenderer:
 
 
 def _outcome(ctx: RunContext, result: Any, mono: Monologue, started: float) -> Outcome:
-    names = _files_of(result, ctx.workspace, started)
+    names = _files_of(result, ctx.workspace, started, ctx.handed)
     links, files = links_text(names, ctx.base_url, ctx.secret, ctx.folder, ctx.link_ttl_s)
     if ctx.request.client.answer_schema is not None:
         links = ""  # the answer is JSON in the asked shape: the files are listed under tool_hub.files only

@@ -25,6 +25,7 @@ import re
 import stat
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import quote, unquote_to_bytes, urljoin
@@ -32,7 +33,8 @@ from urllib.parse import quote, unquote_to_bytes, urljoin
 from ..errors import ToolHubError, UserError
 
 __all__ = ["ImageError", "ImagesStopped", "ImageBudget", "ingest_image_url", "find_files", "sign", "signed_path",
-           "resolve_download", "IMAGE_SUFFIXES"]
+           "resolve_download", "IMAGE_SUFFIXES", "Attachment", "attachment_of", "ingest_attachment",
+           "DOCUMENT_SUFFIXES"]
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
 _MIME_SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/jpg": ".jpg", "image/gif": ".gif",
@@ -75,6 +77,92 @@ class ImageBudget:
         if self.deadline is not None and self.deadline <= time.monotonic():
             raise ImagesStopped("reading the request's images took longer than the request may take "
                                 "(serve_request_timeout_s)", "deadline")
+
+
+# ---- files in: documents and audio ---------------------------------------------------------------
+
+# what the document tools read (read-document, document-qa, summary), by file name
+DOCUMENT_SUFFIXES = (".pdf", ".docx", ".html", ".htm", ".xhtml", ".md", ".markdown", ".txt", ".rst", ".csv", ".log",
+                     ".json", ".xml", ".yaml", ".yml")
+_MIME_DOCUMENT = {"application/pdf": ".pdf", "text/plain": ".txt", "text/markdown": ".md", "text/html": ".html",
+                  "text/csv": ".csv", "application/json": ".json",
+                  "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx"}
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file a message carries: ``kind`` ``"document"`` (OpenAI's ``file`` part) or ``"audio"``
+    (``input_audio``), its bytes as sent (base64, or a ``data:`` URI) and its name's suffix."""
+
+    kind: str
+    data: str
+    suffix: str
+
+
+def attachment_of(part: Any, where: str) -> Attachment:
+    """The :class:`Attachment` of a ``file`` or ``input_audio`` content part (HTTP 400 with the reason when
+    it cannot be used: a ``file_id`` of OpenAI's file store, a type the tools cannot read)."""
+    from .asgi import ApiError
+
+    if part.get("type") == "input_audio":
+        audio = part.get("input_audio") if isinstance(part.get("input_audio"), dict) else {}
+        form = str(audio.get("format") or "").lower()
+        if form not in ("wav", "wave"):
+            raise ApiError(400, f"{where}: input_audio must be WAV (format 'wav'), not {form or 'no format'!r}: the "
+                                f"speech tools read 16-bit PCM WAV", code="invalid_audio", param="messages")
+        if not isinstance(audio.get("data"), str) or not audio["data"]:
+            raise ApiError(400, f"{where}: an input_audio part needs input_audio.data (base64)", code="invalid_audio", param="messages")
+        return Attachment("audio", audio["data"], ".wav")
+    file = part.get("file") if isinstance(part.get("file"), dict) else {}
+    if file.get("file_id") and not file.get("file_data"):
+        raise ApiError(400, f"{where}: this server keeps no uploaded files: send the file itself as "
+                            f"file.file_data (a data: URI or base64) with file.filename", code="invalid_file", param="messages")
+    data = file.get("file_data")
+    if not isinstance(data, str) or not data:
+        raise ApiError(400, f"{where}: a file part needs file.file_data (a data: URI or base64)", code="invalid_file", param="messages")
+    suffix = Path(str(file.get("filename") or "")).suffix.lower()
+    if not suffix:
+        match = _DATA_URI.match(data.strip())
+        suffix = _MIME_DOCUMENT.get((match.group("mime") or "").lower(), "") if match else ""
+    if suffix not in DOCUMENT_SUFFIXES:
+        raise ApiError(400, f"{where}: the document tools read {', '.join(DOCUMENT_SUFFIXES)} files; this file is "
+                            f"{suffix or 'of no known type'} (give file.filename with its suffix)", code="invalid_file", param="messages")
+    return Attachment("document", data, suffix)
+
+
+def ingest_attachment(attachment: Attachment, workspace: Path, *, budget: ImageBudget | None = None) -> tuple[str, str]:
+    """Copy a document or audio file into ``workspace``: ``(kind, workspace-relative name)``. A document is kept
+    as it came, named by its content (``document/<digest8><suffix>``: sent again, it is one file); audio is
+    checked in a contained child like a handed WAV file (``audio/<uuid8>.wav``)."""
+    if budget is not None:
+        budget.check()
+    text = attachment.data.strip()
+    if text.lower().startswith("data:"):
+        data, _ = _decode_data_uri(text, len(text))
+    else:
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise ImageError(f"a {attachment.kind} part's data is neither a data: URI nor valid base64") from None
+    if attachment.kind == "audio":
+        from ..errors import ModelFeedbackError
+        from ..runtime.contained import ContainedError
+        from ..runtime.filenames import ingest_audio
+
+        with tempfile.TemporaryDirectory(prefix="tool-hub-upload-") as folder:
+            source = Path(folder) / "upload.wav"
+            source.write_bytes(data)
+            try:
+                return "audio", ingest_audio(source, workspace,
+                                             cancellation=budget.cancellation if budget is not None else None)
+            except (ModelFeedbackError, ContainedError) as exc:
+                raise ImageError(f"the audio cannot be used: {exc}") from None
+    name = f"document/{hashlib.sha256(data).hexdigest()[:8]}{attachment.suffix}"
+    target = workspace / name
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return "document", name
 
 
 # ---- images in --------------------------------------------------------------------------------

@@ -173,9 +173,14 @@ def _content(content: Any, where: str) -> Any:
                 raise _bad("input", f"{where}.content[{j}]: an input_image needs image_url (a data: or http(s) "
                                     f"URL); file_id is not supported: this server keeps no files")
             parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif kind == "input_file":  # chat's file part: the document lands in the workspace
+            parts.append({"type": "file", "file": {k: part[k] for k in ("file_data", "filename", "file_id")
+                                                    if k in part}})
+        elif kind == "input_audio":
+            parts.append({"type": "input_audio", "input_audio": part.get("input_audio")})
         else:
             raise _bad("input", f"{where}.content[{j}]: content parts of type {kind!r} are not supported "
-                                f"(input_text, output_text and input_image are)")
+                                f"(input_text, output_text, input_image, input_file and input_audio are)")
     return parts
 
 
