@@ -352,6 +352,8 @@ def coerce_as(key: str, value: Any, typ: type) -> Any:
                 raise ValueError(value)
             return float(str(value).strip()) if isinstance(value, str) else float(value)
         if typ is str:
+            if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) for v in value):
+                return ", ".join(str(v) for v in value)  # a list in config.json: the comma-separated form
             return value if isinstance(value, str) else str(value)
         return typ(value)
     except (TypeError, ValueError):

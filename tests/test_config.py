@@ -149,3 +149,11 @@ def test_required_keys_and_shared_prefixes_are_read_from_the_environment(monkeyp
     cfg = load_settings({}, environ=environ, tool_prefixes=env_prefixes(main_tool_register))
     assert cfg["bing_subscription_key"] == "b" and cfg["google_cse_id"] == "c" and cfg["plugin_timeout"] == "3"
     assert "home" not in cfg.values
+
+
+def test_a_list_in_config_json_for_a_text_setting_is_its_comma_separated_form():
+    from chatgpt_tool_hub.config import coerce_as
+
+    assert coerce_as("serve_allowed_origins", ["https://a.test", "https://b.test:3000"], str) == \
+        "https://a.test, https://b.test:3000"
+    assert coerce_as("serve_allowed_hosts", ("hub.test",), str) == "hub.test"
