@@ -139,6 +139,20 @@ def parse_request(body: Any, models: Mapping[str, str]) -> ChatRequest:
         if not any(i == at for i, _ in images):
             raise ApiError(400, "the last user message has no text")
         question = "What is in this image?"
+    options = sampling_options(body)
+    stream_options = body.get("stream_options")
+    if not isinstance(stream_options, Mapping):
+        stream_options = {}
+    if not client.empty and models[model] == "planner":
+        raise ApiError(400, f"the model {model!r} plans with the server's tools only: tools, tool_choice and "
+                            f"response_format work with the ReAct models", param="tools")
+    return ChatRequest(model, models[model], question, history, images, stream=bool(body.get("stream")),
+                       include_usage=bool(stream_options.get("include_usage")), llm_options=options,
+                       user=body.get("user"), client=client)
+
+
+def sampling_options(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's ``temperature`` and ``max_tokens`` (or ``max_completion_tokens``), checked, as LLM options."""
     options: dict[str, Any] = {}
     temperature = body.get("temperature")
     if temperature is not None:
@@ -150,15 +164,7 @@ def parse_request(body: Any, models: Mapping[str, str]) -> ChatRequest:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ApiError(400, "max_tokens must be a whole number >= 1")
         options["max_tokens"] = max_tokens
-    stream_options = body.get("stream_options")
-    if not isinstance(stream_options, Mapping):
-        stream_options = {}
-    if not client.empty and models[model] == "planner":
-        raise ApiError(400, f"the model {model!r} plans with the server's tools only: tools, tool_choice and "
-                            f"response_format work with the ReAct models", param="tools")
-    return ChatRequest(model, models[model], question, history, images, stream=bool(body.get("stream")),
-                       include_usage=bool(stream_options.get("include_usage")), llm_options=options,
-                       user=body.get("user"), client=client)
+    return options
 
 
 def _message(message: Any, i: int) -> dict:

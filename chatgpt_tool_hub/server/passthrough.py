@@ -24,6 +24,7 @@ from ..errors import RunError, UserError
 from ..llm.base import Usage, acall_llm, astream_llm, with_options
 from .asgi import ApiError, StreamBody, run_error, send_json, sse, timeout_error, with_deadline
 from .auxiliary import task_kind
+from .chat import sampling_options
 
 __all__ = ["DirectRequest", "direct_request", "parse_direct", "direct_job"]
 
@@ -69,21 +70,6 @@ def _message(message: Any, i: int) -> dict:
     return {key: message[key] for key in _KEPT if key in message}
 
 
-def _options(body: Mapping[str, Any]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    temperature = body.get("temperature")
-    if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-            raise ApiError(400, "temperature must be a number from 0 to 2")
-        options["temperature"] = float(temperature)
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ApiError(400, "max_tokens must be a whole number >= 1")
-        options["max_tokens"] = max_tokens
-    return options
-
-
 def _stop(value: Any) -> list[str] | None:
     if value is None:
         return None
@@ -101,7 +87,7 @@ def parse_direct(body: Mapping[str, Any], kind: str) -> DirectRequest:
     stream_options = body.get("stream_options")
     include_usage = isinstance(stream_options, Mapping) and bool(stream_options.get("include_usage"))
     return DirectRequest(str(body.get("model")), kind, [_message(m, i) for i, m in enumerate(messages)],
-                         stream=bool(body.get("stream")), include_usage=include_usage, options=_options(body),
+                         stream=bool(body.get("stream")), include_usage=include_usage, options=sampling_options(body),
                          stop=_stop(body.get("stop")))
 
 
