@@ -10,8 +10,6 @@ import json
 import re
 from typing import Any
 
-import jsonschema
-
 __all__ = ["checked_answer", "schema_text"]
 
 _FENCE = re.compile(r"\A\s*(`{3,}|~{3,})[^\n]*\n(.*?)\n\s*\1\s*\Z", re.DOTALL)
@@ -21,6 +19,8 @@ _MAX_PROBLEMS = 3
 def checked_answer(text: str, schema: dict[str, Any]) -> tuple[str, str | None]:
     """``(answer, problem)``: the answer as JSON text (a fence around it taken off) and None when it is a
     JSON value that follows ``schema``; else the text as given and what is wrong with it, in words."""
+    import jsonschema  # local import: only a run asked for an answer shape pays for it
+
     raw = (text or "").strip()
     fenced = _FENCE.match(raw)
     body = fenced.group(2).strip() if fenced else raw
@@ -47,6 +47,7 @@ def schema_text(schema: dict[str, Any], limit: int = 4000) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
-def _problem(error: jsonschema.ValidationError) -> str:
+def _problem(error: Any) -> str:
+    """One of jsonschema's validation errors, where and what."""
     where = "/".join(str(p) for p in error.absolute_path)
     return f"{where or 'the value'}: {error.message[:200]}"
