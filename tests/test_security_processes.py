@@ -225,7 +225,10 @@ def test_kill_tree_never_leaves_a_process_stopped(tmp_path, leftovers, monkeypat
             raise RuntimeError("/proc went away")
         return set()
 
-    monkeypatch.setattr(_sandbox, "descendants", flaky)
+    from chatgpt_tool_hub.runtime import proctree
+
+    monkeypatch.setattr(proctree, "_subtree", lambda pid: None)  # no children files: the table is read
+    monkeypatch.setattr(proctree, "descendants", flaky)
     with pytest.raises(RuntimeError):
         _sandbox.kill_tree(proc.pid)
     assert proc.wait(timeout=5) == -signal.SIGKILL
@@ -237,5 +240,7 @@ def test_a_reaped_child_is_killed_by_group_only(tmp_path, monkeypatch):
 
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     proc.wait()
-    monkeypatch.setattr(_sandbox, "descendants", lambda pid: pytest.fail("looked for the tree of a reaped pid"))
+    from chatgpt_tool_hub.runtime import proctree
+
+    monkeypatch.setattr(proctree, "descendants", lambda pid: pytest.fail("looked for the tree of a reaped pid"))
     _sandbox.kill_child_tree(proc)

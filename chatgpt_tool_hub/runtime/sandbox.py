@@ -12,7 +12,12 @@ it, also when it kills its supervisor or the application dies. stdout and stderr
 read with a selector loop that keeps at most about ``2 * max_output_chars``
 characters (head and tail) while draining and discarding the middle, so a child
 that prints 100 MB costs the parent time, not memory. Input goes through stdin,
-written in the same loop, so neither side can deadlock on a full pipe.
+written in the same loop, so neither side can deadlock on a full pipe. The loop
+wakes on events only (output, the end of the pipe, the end of the process
+through a pidfd on Linux), so a kill from another thread (a cancelled run,
+``on_start`` hands out the ``Popen``) ends it at once; a kill finds the tree
+through the tree's own ``/proc/<pid>/task/<tid>/children`` files, not by
+reading every process of the machine.
 :func:`spawn_limited` starts a long-lived child under the same limits (the
 ``python`` tool's per-session workers); :func:`strip_control` removes ANSI
 escape sequences and other control characters from output meant for an LLM.
@@ -44,29 +49,31 @@ without rlimits, process-group kill or the streaming output cap (see
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..textutil import strip_control
-from .launcher import descendants, processes
+from .proctree import group_alive, group_tree, kill_group, kill_strays, kill_tree, stop_and_kill
 
 __all__ = ["SandboxResult", "run_sandboxed", "spawn_limited", "rlimits", "kill_group", "kill_tree",
-           "kill_child_tree", "kill_strays", "release", "scrubbed_env",
+           "kill_child_tree", "kill_strays", "release", "scrubbed_env", "exit_fd", "wait_exit",
            "truncate_middle", "describe_signal", "strip_control", "OutputCollector"]
 
 _POSIX = os.name == "posix"
 _READ_CHUNK = 65536
-_POLL_S = 0.1  # how often the loop checks for a child that exited while its pipe stays open
+_POLL_S = 0.1  # without pidfd_open (not Linux): how often the loop checks for a child that exited
 _DRAIN_GRACE_S = 1.0  # after the child ended: how long to wait for the rest of the output
 
 # Environment variables copied from the parent when set. Nothing else passes:
@@ -152,6 +159,7 @@ def run_sandboxed(
     private_tmp: bool = True,
     merge_stderr: bool = True,
     max_file_mb: int | None = None,
+    on_start: Callable[[subprocess.Popen], object] | None = None,
 ) -> SandboxResult:
     """Run ``argv`` in a limited child process and return its merged output.
 
@@ -167,6 +175,9 @@ def run_sandboxed(
         private_tmp: give the child a fresh ``TMPDIR``, removed afterwards.
         merge_stderr: ``False`` sends the child's stderr to ``/dev/null``.
         max_file_mb: ``RLIMIT_FSIZE`` in MiB (largest file the child may write); ``None`` or ``<= 0``: none.
+        on_start: called with the child's ``Popen`` as soon as it runs (POSIX), in this thread; another
+            thread may then end it early with :func:`kill_child_tree` (a cancelled run): the loop wakes
+            on the end of its output and of the process, without polling.
     """
     if not argv:
         raise ValueError("run_sandboxed needs a command")
@@ -181,7 +192,7 @@ def run_sandboxed(
         if not _POSIX:
             return _run_windows(list(argv), data, cwd, timeout, max_output_chars, child_env, merge_stderr)
         return _run_posix(list(argv), data, cwd, timeout, max_memory_mb, max_output_chars, child_env,
-                          merge_stderr, max_file_mb)
+                          merge_stderr, max_file_mb, on_start)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -195,7 +206,6 @@ def run_sandboxed(
 # Linux). See launcher.py.
 _LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 _LINUX = sys.platform.startswith("linux")
-_TREE_ROUNDS = 5  # kill_tree: how often to look again for children forked while looking
 
 
 def rlimits(cpu_seconds: float, max_memory_mb: int | None, max_file_mb: int | None = None) -> dict[str, list[int]]:
@@ -267,7 +277,36 @@ def spawn_limited(argv: Sequence[str], *, cwd: str | os.PathLike, env: Mapping[s
             os.close(watch_r)
     if watch_w is not None:  # closed by release(), kill_child_tree(), garbage collection or exit
         proc._tool_hub_watch = weakref.finalize(proc, os.close, watch_w)  # type: ignore[attr-defined]
+    proc._tool_hub_kill = threading.Lock()  # type: ignore[attr-defined]  # kill_child_tree: one at a time
     return proc
+
+
+def exit_fd(proc: subprocess.Popen) -> int | None:
+    """A descriptor that becomes readable when ``proc`` ends (Linux ``pidfd_open``), for a selector or
+    :func:`wait_exit`; None where there is none (then :func:`wait_exit` falls back to ``Popen.wait``).
+    Open it before the process can have been reaped; the caller closes it."""
+    if proc.returncode is not None or not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        return os.pidfd_open(proc.pid)
+    except OSError:  # a kernel before 5.3, or a seccomp profile that refuses it
+        return None
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float | None, pidfd: int | None = None) -> int:
+    """``proc.wait(timeout)`` that wakes when the process ends (on ``pidfd``, from :func:`exit_fd`)
+    instead of sleeping and polling as ``Popen.wait`` with a timeout does; raises
+    ``subprocess.TimeoutExpired`` the same way."""
+    if pidfd is None or timeout is None or proc.returncode is not None:
+        return proc.wait(timeout)
+    import select
+
+    if select.select([pidfd], [], [], max(0.0, timeout))[0]:
+        return proc.wait()  # it has ended: reaping it does not block
+    code = proc.poll()
+    if code is None:
+        raise subprocess.TimeoutExpired(proc.args, timeout)
+    return code
 
 
 def release(proc: subprocess.Popen) -> None:
@@ -283,7 +322,8 @@ def release(proc: subprocess.Popen) -> None:
 
 def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_memory_mb: int | None,
                max_output_chars: int, env: dict[str, str], merge_stderr: bool,
-               max_file_mb: int | None = None) -> SandboxResult:
+               max_file_mb: int | None = None,
+               on_start: Callable[[subprocess.Popen], object] | None = None) -> SandboxResult:
     import selectors
 
     collector = OutputCollector(max_output_chars)
@@ -291,13 +331,18 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
     proc = spawn_limited(argv, cwd=cwd, env=env, cpu_seconds=timeout + 1, max_memory_mb=max_memory_mb,
                          supervise=True, max_file_mb=max_file_mb, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else subprocess.DEVNULL)
+    pidfd = exit_fd(proc)  # the loop wakes when the process ends, also while its pipe stays open
     timed_out = False
     sel = selectors.DefaultSelector()
     try:
+        if on_start is not None:
+            on_start(proc)
         assert proc.stdout is not None  # stdout is a pipe
         out_fd = proc.stdout.fileno()
         os.set_blocking(out_fd, False)
         sel.register(out_fd, selectors.EVENT_READ, "out")
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ, "exit")
         pending = memoryview(data) if data is not None else None
         if proc.stdin is not None:
             if pending:
@@ -314,19 +359,19 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
                 break
             if proc.poll() is not None:
                 break  # exited; leftovers (and children holding the pipe) are handled below
-            for key, _ in sel.select(min(remaining, _POLL_S)):
+            for key, _ in sel.select(remaining if pidfd is not None else min(remaining, _POLL_S)):
                 if key.data == "out":
                     if not read_into(out_fd, collector):
                         sel.unregister(out_fd)
                         out_open = False
-                else:
+                elif key.data == "in":
                     pending = write_some(key.fd, pending)
                     if not pending:
                         sel.unregister(key.fd)
                         _close_quietly(proc.stdin)
         if not timed_out and not out_open:
             try:  # the pipe closed: give the process the rest of the time to exit
-                proc.wait(max(0.0, deadline - time.monotonic()))
+                wait_exit(proc, max(0.0, deadline - time.monotonic()), pidfd)
             except subprocess.TimeoutExpired:
                 timed_out = True
         # Kill the tree in every case: after a timeout, and to end background
@@ -341,6 +386,8 @@ def _run_posix(argv: list[str], data: bytes | None, cwd, timeout: float, max_mem
             kill_child_tree(proc)
             proc.wait()
         release(proc)
+        if pidfd is not None:
+            os.close(pidfd)
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 _close_quietly(stream)
@@ -385,117 +432,6 @@ def _drain(fd: int, collector: "OutputCollector", until: float) -> None:
                 return
 
 
-def kill_group(pid: int, sig: int | None = None) -> None:
-    """``SIGKILL`` (or ``sig``) the process group ``pid`` leads; quiet when it is already gone."""
-    try:
-        os.killpg(pid, sig or signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def kill_tree(pid: int) -> None:
-    """``SIGKILL`` the process group ``pid`` leads and, on Linux, every descendant of ``pid``.
-
-    Descendants are found through the parent links in /proc, so processes that
-    left the group (``setsid``, ``start_new_session``) are found too, and the
-    launcher keeps orphans below ``pid`` (child subreapers), so double-forked
-    daemons are still there. Everything found is stopped first (``SIGSTOP``),
-    so that nothing forks while the tree is read, then killed. Quiet for
-    processes already gone. ``pid`` must not have been reaped yet (see
-    :func:`kill_child_tree`).
-    """
-    if _LINUX:
-        _stop_and_kill(pid, lambda: descendants(pid))
-    else:
-        kill_group(pid)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def _group_tree(pgid: int) -> set[int]:
-    """The members of process group ``pgid`` and every process below them (Linux /proc)."""
-    table = processes()
-    members = {pid for pid, (_, group) in table.items() if group == pgid}
-    return members | descendants(members, table) if members else set()
-
-
-def _stop_and_kill(pgid: int | None, find) -> set[int]:
-    """``SIGSTOP`` group ``pgid`` (None: no group) and what ``find()`` returns (again until nothing new), then
-    ``SIGKILL`` all; the pids found."""
-    found = find()  # look once before stopping anything: if looking fails, nothing stays stopped
-    stopped: set[int] = set()
-    try:
-        if pgid is not None:
-            kill_group(pgid, signal.SIGSTOP)
-        for _ in range(_TREE_ROUNDS):
-            for child in found - stopped:
-                _signal(child, signal.SIGSTOP)
-            stopped |= found
-            found = find()
-            if found <= stopped:
-                break
-    finally:  # whatever happened while looking: never leave anything stopped
-        if pgid is not None:
-            kill_group(pgid)
-        for child in stopped:
-            _signal(child, signal.SIGKILL)
-    return stopped
-
-
-def kill_strays(root: int, keep: set[int]) -> int:
-    """``SIGKILL`` every process below ``root`` but ``keep`` (Linux; stopped first, as :func:`kill_tree`
-    does): what a call of a long-lived worker left running. The number of processes killed."""
-    def running() -> set[int]:  # zombies (ended, not yet reaped by their parent) need no killing
-        below = _subtree(root)
-        return {pid for pid in (descendants(root) if below is None else below) - keep if not _zombie(pid)}
-
-    if not _LINUX or not running():  # the usual case: one look at /proc
-        return 0
-    return len(_stop_and_kill(None, running))
-
-
-def _subtree(root: int) -> set[int] | None:
-    """The processes below ``root`` from ``/proc/<pid>/task/<tid>/children`` (only the tree is read, not
-    every process's stat); None where the kernel does not offer those files."""
-    found: set[int] = set()
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            threads = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue  # gone meanwhile
-        for tid in threads:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
-                    children = [int(c) for c in handle.read().split()]
-            except FileNotFoundError:
-                if pid == root and not found:
-                    return None  # no children files (CONFIG_PROC_CHILDREN off): read the whole table
-                continue
-            except (OSError, ValueError):
-                continue
-            for child in children:
-                if child not in found:
-                    found.add(child)
-                    todo.append(child)
-    return found
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True  # gone
-
-
 def kill_child_tree(proc: subprocess.Popen) -> None:
     """:func:`kill_tree` for a child process, then :func:`release` it.
 
@@ -505,23 +441,27 @@ def kill_child_tree(proc: subprocess.Popen) -> None:
     Linux, everything below the group's members. That ends the tree of a
     supervisor that was killed: its keeper and the command are in its group,
     and the keeper holds the rest.
+
+    Calls for one process from several threads (a cancel, the caller's own
+    clean-up) run one at a time; once the whole tree was killed before the
+    process was reaped, a later call only kills the group again (nothing below
+    it can be left: every process found was stopped, then killed), without
+    reading the process table.
     """
+    lock = getattr(proc, "_tool_hub_kill", None)
     try:
-        if proc.returncode is None:
-            kill_tree(proc.pid)
-        elif _LINUX and _group_alive(proc.pid):  # usually not: the supervisor ended its tree
-            _stop_and_kill(proc.pid, lambda: _group_tree(proc.pid))
-        else:
-            kill_group(proc.pid)
+        with lock if lock is not None else contextlib.nullcontext():
+            if proc.returncode is None:
+                kill_tree(proc.pid)
+                proc._tool_hub_killed = True  # type: ignore[attr-defined]
+            elif getattr(proc, "_tool_hub_killed", False):
+                kill_group(proc.pid)
+            elif _LINUX and group_alive(proc.pid):  # usually not: the supervisor ended its tree
+                stop_and_kill(proc.pid, lambda: group_tree(proc.pid))
+            else:
+                kill_group(proc.pid)
     finally:
         release(proc)
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _close_quietly(stream) -> None:

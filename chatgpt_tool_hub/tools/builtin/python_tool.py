@@ -39,34 +39,25 @@ from __future__ import annotations
 import ast
 import os
 import re
-import selectors
-import shutil
-import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
-from ...runtime.python_worker import EXIT_PROTOCOL_LOST, MAX_REQUEST, decode_frame, encode_frame
+from ...runtime.python_process import CHILD_ENV, WORKER_SCRIPT, Outcome, Worker
+from ...runtime.python_worker import MAX_REQUEST
 from ...runtime.sandbox import (
-    OutputCollector,
     describe_signal,
-    kill_child_tree,
-    kill_strays,
-    read_into,
     run_sandboxed,
     scrubbed_env,
-    spawn_limited,
     strip_control,
-    write_some,
 )
 from ...runtime.worker_limit import WorkerLimit
 from ...runtime.workspace import make_folder
@@ -74,23 +65,9 @@ from ..base import DEFAULT_CONTEXT, Tool, ToolContext
 
 __all__ = ["PythonTool", "extract_code"]
 
-_WORKER = str(Path(__file__).resolve().parents[2] / "runtime" / "python_worker.py")
 _POSIX = os.name == "posix"
-_MAX_REPLY = 1 << 20
 _MAX_CODE_CHARS = MAX_REQUEST // 8  # the worker refuses requests over MAX_REQUEST bytes
-_DRAIN_S = 0.2  # after a reply or a kill: how long to collect output still in the pipe
-_EXIT_GRACE_S = 1.0  # the reply pipe closed: how long to wait for the process to end before calling it a hang-up
 
-# Set in the child on top of the scrubbed environment: keep numeric libraries
-# from reserving per-core threads and arenas that the address-space limit would
-# refuse, and keep plotting off screen.
-_CHILD_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "MALLOC_ARENA_MAX": "2",
-    "MPLBACKEND": "Agg",
-}
 
 _LOST = "Variables and imports from earlier calls are lost; the next call starts a fresh Python process."
 
@@ -133,7 +110,7 @@ class PythonTool(Tool):
         self.max_cpu_seconds = float(max_cpu_seconds) if max_cpu_seconds else max(600.0, 20 * self.timeout)
         self.workspace = Path(workspace_dir).expanduser().resolve()
         make_folder(self.workspace)  # for an app: on first use
-        self._pool = _WorkerPool(self.max_workers)
+        self._pool = WorkerPool(self.max_workers)
         if worker_limit is not None:
             worker_limit.register(self._pool)
         weakref.finalize(self, self._pool.retire, None)  # also at interpreter exit
@@ -206,7 +183,7 @@ class PythonTool(Tool):
                     remove()
         return self._render(outcome, note)
 
-    def _execute(self, session: "_Session", code: str) -> tuple["_Outcome", str | None]:
+    def _execute(self, session: "_Session", code: str) -> tuple["Outcome", str | None]:
         note = None
         if session.worker is not None and not session.worker.alive():
             note = "(note: the previous Python process had ended; variables from earlier calls are gone)"
@@ -215,7 +192,7 @@ class PythonTool(Tool):
             session.worker = self._spawn()
         if session.interrupted:  # cancelled while the worker started: it never runs the code
             session.discard()
-            return _Outcome("", "cancelled"), note
+            return Outcome("", "cancelled"), note
         try:
             outcome = session.worker.execute(code, self.timeout, self.max_output_chars, self.keep_background)
         except BaseException:  # KeyboardInterrupt while the code runs: never leave it running
@@ -224,15 +201,15 @@ class PythonTool(Tool):
         if outcome.status == "died" and session.retired:
             outcome = replace(outcome, status="cancelled" if session.interrupted else "reset")
         if outcome.status in ("timeout", "died", "broken", "hangup", "reset", "cancelled"):
-            session.discard()
+            session.discard(later=outcome.status == "cancelled")  # a cancelled run returns without waiting
         return outcome, note
 
-    def _spawn(self) -> "_Worker":
+    def _spawn(self) -> "Worker":
         limit = self.worker_limit
         if limit is not None and not limit.take():
             raise ToolExecutionError(limit.message())
         try:
-            worker = _Worker.start(self.workspace, self.max_memory_mb, self.max_cpu_seconds, self.max_file_mb)
+            worker = Worker.start(self.workspace, self.max_memory_mb, self.max_cpu_seconds, self.max_file_mb)
         except OSError as exc:
             if limit is not None:
                 limit.give()
@@ -241,19 +218,19 @@ class PythonTool(Tool):
             worker.on_close = limit.give
         return worker
 
-    def _run_once(self, code: str) -> "_Outcome":
+    def _run_once(self, code: str) -> "Outcome":
         """Without POSIX fd passing (Windows): a fresh process per call, nothing kept."""
-        result = run_sandboxed([sys.executable, "-I", _WORKER], stdin=code, cwd=self.workspace,
+        result = run_sandboxed([sys.executable, "-I", WORKER_SCRIPT], stdin=code, cwd=self.workspace,
                                timeout=self.timeout, max_memory_mb=self.max_memory_mb,
                                max_output_chars=self.max_output_chars, max_file_mb=self.max_file_mb,
-                               env=scrubbed_env(_CHILD_ENV, home=self.workspace))
+                               env=scrubbed_env(CHILD_ENV, home=self.workspace))
         if result.timed_out:
-            return _Outcome(result.output, "timeout")
+            return Outcome(result.output, "timeout")
         if result.returncode in (0, 1):
-            return _Outcome(result.output, "ok")
-        return _Outcome(result.output, "exit", result.returncode)
+            return Outcome(result.output, "ok")
+        return Outcome(result.output, "exit", result.returncode)
 
-    def _render(self, outcome: "_Outcome", note: str | None) -> str:
+    def _render(self, outcome: "Outcome", note: str | None) -> str:
         output = strip_control(outcome.output).rstrip("\n")
         problem = self._problem(outcome)
         body = "\n".join(part for part in (output if output.strip() else "", problem or "") if part)
@@ -267,7 +244,7 @@ class PythonTool(Tool):
                      f"python_keep_background=true keeps them for later calls)")
         return f"{note}\n{text}" if note else text
 
-    def _problem(self, outcome: "_Outcome") -> str | None:
+    def _problem(self, outcome: "Outcome") -> str | None:
         """A line saying why the call ended abnormally, or None."""
         if outcome.status == "timeout":
             return f"Error: the code ran longer than {self.timeout:g} s and was stopped (python_timeout). {_LOST}"
@@ -297,170 +274,6 @@ class PythonTool(Tool):
         return f"Error: the Python process {why}. {_LOST}"
 
 
-# ---- one worker process --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    output: str
-    status: str  # ok | error | exit | timeout | died | broken | hangup | reset | cancelled
-    code: int | None = None  # exit status of sys.exit
-    returncode: int | None = None  # of the process, when it died
-    strays: int = 0  # processes the call left running that were stopped when it ended
-
-
-class _Worker:
-    """The parent's side of one ``python_worker.py`` process."""
-
-    def __init__(self, proc: subprocess.Popen, req_w: int, resp_r: int, out_r: int, tmpdir: str):
-        self.proc, self.req_w, self.resp_r, self.out_r, self.tmpdir = proc, req_w, resp_r, out_r, tmpdir
-        self._closed = False
-        self.on_close: Callable[[], None] | None = None  # called once, when the process has ended
-
-    @classmethod
-    def start(cls, workspace: Path, max_memory_mb: int, cpu_seconds: float, max_file_mb: int = 0) -> "_Worker":
-        tmpdir = tempfile.mkdtemp(prefix="tool-hub-python-")
-        req_r, req_w = os.pipe()
-        resp_r, resp_w = os.pipe()
-        out_r, out_w = os.pipe()
-        try:
-            proc = spawn_limited([sys.executable, "-I", _WORKER, str(req_r), str(resp_w)], cwd=workspace,
-                                 env=scrubbed_env(_CHILD_ENV, home=workspace, tmpdir=tmpdir),
-                                 cpu_seconds=cpu_seconds, max_memory_mb=max_memory_mb, supervise=True,
-                                 max_file_mb=max_file_mb,
-                                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(req_r, resp_w))
-        except BaseException:
-            _close_fds(req_w, resp_r, out_r)
-            shutil.rmtree(tmpdir, ignore_errors=True)
-            raise
-        finally:
-            _close_fds(req_r, resp_w, out_w)  # the child's ends
-        for fd in (req_w, resp_r, out_r):
-            os.set_blocking(fd, False)
-        return cls(proc, req_w, resp_r, out_r, tmpdir)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return not self._closed and self.proc.poll() is None
-
-    def execute(self, code: str, timeout: float, max_output_chars: int, keep_background: bool = False) -> _Outcome:
-        collector = OutputCollector(max_output_chars)
-        request = memoryview(encode_frame({"code": code}))
-        reply = self._exchange(request, collector, time.monotonic() + timeout)
-        if isinstance(reply, dict):
-            strays = 0 if keep_background else self._stop_strays(reply)
-            self._drain(collector, time.monotonic() + _DRAIN_S, stop_when_empty=True)
-            output, _ = collector.result()
-            return _Outcome(output, str(reply.get("status")), reply.get("code"), strays=strays)
-        if reply == "died" and (not self._exits_soon() or self.proc.returncode == EXIT_PROTOCOL_LOST):
-            reply = "hangup"  # the reply pipe closed while the process lived on: the code closed it
-        kill_child_tree(self.proc)
-        returncode = self.proc.wait()
-        self._drain(collector, time.monotonic() + _DRAIN_S, stop_when_empty=False)
-        output, _ = collector.result()
-        return _Outcome(output, reply, returncode=returncode)
-
-    def _stop_strays(self, reply: dict) -> int:
-        """Kill what the call left running below the supervisor (children it did not wait for, double-forked
-        daemons, ``setsid`` ones), all but the worker and its keeper; how many were killed."""
-        pid, keeper = reply.get("pid"), reply.get("keeper")
-        if not (isinstance(pid, int) and pid > 1 and isinstance(keeper, int) and keeper > 1):
-            return 0
-        return kill_strays(self.proc.pid, {pid, keeper})
-
-    def _exits_soon(self) -> bool:
-        """After end of file on the reply pipe: did the process end (its pipes close just before it does)?"""
-        try:
-            self.proc.wait(_EXIT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-
-    def _exchange(self, pending: memoryview | None, collector: OutputCollector, deadline: float) -> dict | str:
-        """Send the request, collect output; the reply, or "timeout" / "died" / "broken"."""
-        reply = bytearray()
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.out_r, selectors.EVENT_READ, "out")
-            sel.register(self.resp_r, selectors.EVENT_READ, "resp")
-            sel.register(self.req_w, selectors.EVENT_WRITE, "req")
-            while (remaining := deadline - time.monotonic()) > 0:
-                for key, _ in sel.select(remaining):
-                    if key.data == "out":
-                        if not read_into(key.fd, collector):
-                            sel.unregister(key.fd)
-                    elif key.data == "req":
-                        pending = write_some(key.fd, pending)
-                        if not pending:
-                            sel.unregister(key.fd)
-                    else:
-                        result = _read_reply(key.fd, reply)
-                        if result is not None:
-                            return result
-        return "timeout"
-
-    def _drain(self, collector: OutputCollector, until: float, *, stop_when_empty: bool) -> None:
-        """Collect output still in the pipe: what is there now, or until end of file."""
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.out_r, selectors.EVENT_READ)
-            while (remaining := until - time.monotonic()) > 0:
-                if not sel.select(0 if stop_when_empty else remaining):
-                    if stop_when_empty:
-                        return
-                    continue
-                if not read_into(self.out_r, collector):
-                    return
-
-    def terminate(self) -> None:
-        """Kill the process tree now (safe from any thread); ``close`` cleans up."""
-        if not self._closed:
-            kill_child_tree(self.proc)
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        kill_child_tree(self.proc)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
-            pass
-        self._closed = True
-        _close_fds(self.req_w, self.resp_r, self.out_r)
-        shutil.rmtree(self.tmpdir, ignore_errors=True)
-        if self.on_close is not None:
-            self.on_close()
-
-
-def _read_reply(fd: int, buffer: bytearray) -> dict | str | None:
-    """Add what is readable to ``buffer``; the reply when complete, "died" at EOF, "broken" if garbled."""
-    try:
-        chunk = os.read(fd, 65536)
-    except BlockingIOError:
-        return None
-    except OSError:
-        return "died"
-    if not chunk:
-        return "died"
-    buffer += chunk
-    try:
-        message = decode_frame(buffer, _MAX_REPLY)
-    except ValueError:
-        return "broken"
-    if message is None:
-        return None
-    return message if isinstance(message, dict) and "status" in message else "broken"
-
-
-def _close_fds(*fds: int) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
 # ---- one worker per session ---------------------------------------------------------
 
 
@@ -471,17 +284,17 @@ class _Session:
         self.key = key
         self.used = time.monotonic()  # when its last call ended
         self.lock = threading.Lock()
-        self.worker: _Worker | None = None
+        self.worker: Worker | None = None
         self.retired = False  # reset or evicted: whoever holds the lock cleans up
         self.interrupted = False  # the run of the call in flight was cancelled
 
-    def discard(self) -> None:
+    def discard(self, *, later: bool = False) -> None:
         worker, self.worker = self.worker, None
         if worker is not None:
-            worker.close()
+            worker.close(later=later)
 
 
-class _WorkerPool:
+class WorkerPool:
     """Sessions in least-recently-used order, each with its lock and worker."""
 
     def __init__(self, max_workers: int):

@@ -23,9 +23,11 @@ container, a VM, a low-privilege account) when the model is not trusted.
 
 A run that is cancelled (``app.cancel``, a server client that went away: the
 run's ``RunBudget`` in ``ToolContext.budget``) kills the command's whole tree
-at once: each call marks its child's environment with a call id
-(``TOOL_HUB_CALL``), by which the cancel hook finds the child among this
-process's children (Linux ``/proc``).
+at once, from the cancelling thread: the call holds its child's ``Popen`` from
+the moment it starts (``run_sandboxed(on_start=...)``), so the cancel hook
+kills that tree directly, and a cancel that comes before the child started
+kills it as it starts. The call then returns as soon as the command's output
+and process have ended (no polling on the way).
 """
 
 from __future__ import annotations
@@ -34,16 +36,14 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import threading
-import time
-import uuid
 from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
-from ...runtime.launcher import processes
 from ...runtime.nsfc import NSFC_RULES, nsfc_check
-from ...runtime.sandbox import describe_signal, kill_tree, run_sandboxed, scrubbed_env, strip_control
+from ...runtime.sandbox import describe_signal, kill_child_tree, run_sandboxed, scrubbed_env, strip_control
 from ...runtime.workspace import make_folder
 from ..base import DEFAULT_CONTEXT, Tool
 
@@ -126,10 +126,10 @@ class TerminalTool(Tool):
         try:
             result = run_sandboxed([self.shell, "-c", command], cwd=self.workspace, timeout=self.timeout,
                                    max_memory_mb=self.max_memory_mb, max_output_chars=self.max_output_chars,
-                                   env=scrubbed_env({_MARK: call.id}, home=self.workspace),
-                                   merge_stderr=self.return_err_output, max_file_mb=self.max_file_mb)
+                                   env=scrubbed_env(home=self.workspace), merge_stderr=self.return_err_output,
+                                   max_file_mb=self.max_file_mb, on_start=call.started)
         finally:
-            call.finished.set()
+            call.finish()
             if remove is not None:
                 remove()
         output = strip_control(result.output).rstrip("\n")
@@ -154,49 +154,38 @@ class TerminalTool(Tool):
         return None
 
 
-_MARK = "TOOL_HUB_CALL"
 _SHELL_XFSZ = 128 + int(getattr(signal, "SIGXFSZ", 25))
-_FIND_FOR_S = 2.0  # cancelled before its process appeared: how long to look for it
 
 
 class _Call:
-    """One command in flight, found by the call id in its environment when its run is cancelled."""
+    """One command in flight; :meth:`kill` (the run's cancel hook, from any thread) ends its process tree."""
 
     def __init__(self) -> None:
-        self.id = uuid.uuid4().hex
         self.killed = False
-        self.finished = threading.Event()
+        self._proc: subprocess.Popen | None = None
+        self._done = False
+        self._lock = threading.Lock()
+
+    def started(self, proc: subprocess.Popen) -> None:
+        """The command's process runs (in the calling thread); cancelled already: it is killed at once."""
+        with self._lock:
+            self._proc = proc
+            killed = self.killed
+        if killed:
+            kill_child_tree(proc)
 
     def kill(self) -> None:
-        """Kill the command's tree (from the cancelling thread); if it is not started yet, keep looking
-        for it a little while in the background."""
-        self.killed = True
-        if not self._kill_now():
-            threading.Thread(target=self._hunt, name="tool-hub-terminal-cancel", daemon=True).start()
+        """Kill the command's tree now (from the cancelling thread); before it started: as it starts."""
+        with self._lock:
+            self.killed = True
+            proc = None if self._done else self._proc
+        if proc is not None:
+            kill_child_tree(proc)
 
-    def _hunt(self) -> None:
-        deadline = time.monotonic() + _FIND_FOR_S
-        while not self.finished.is_set() and time.monotonic() < deadline:
-            if self._kill_now():
-                return
-            self.finished.wait(0.01)
-
-    def _kill_now(self) -> bool:
-        mark = f"{_MARK}={self.id}".encode()
-        me = os.getpid()
-        found = False
-        for pid, (parent, _) in processes().items():
-            if parent != me:
-                continue
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as fh:
-                    environ = fh.read().split(b"\0")
-            except OSError:
-                continue
-            if mark in environ:
-                kill_tree(pid)
-                found = True
-        return found
+    def finish(self) -> None:
+        with self._lock:
+            self._done = True
+            self._proc = None
 
 
 def extract_command(text: str) -> str:
