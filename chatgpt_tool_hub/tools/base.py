@@ -74,6 +74,14 @@ class Arguments(dict[str, Any]):
         self.notes = list(notes)
 
 
+def _as_given(values: dict[str, Any], _new: Any = dict.__new__, _update: Any = dict.update) -> Arguments:
+    """``Arguments(values)``, made without a Python-level ``__init__`` call (once per tool call)."""
+    made: Arguments = _new(Arguments)
+    _update(made, values)
+    made.notes = []
+    return made
+
+
 class Tool:
     """Base class of every tool.
 
@@ -213,6 +221,8 @@ class Tool:
         schema = self.parameter_schema
         if schema is None:
             return Arguments({"text": _as_text(tool_input)})
+        if type(tool_input) is dict and schema.valid_as_is(tool_input):  # the common case, in a microsecond
+            return _as_given(tool_input)
         single = schema.single
         if isinstance(tool_input, MalformedArguments):
             raise ToolInputError(tool_input.problem)

@@ -7,7 +7,9 @@ stray ``required: true`` inside a property. :func:`normalize` turns any of them
 into one valid JSON Schema 2020-12 document, once, when the tool is made, and
 raises a :class:`~chatgpt_tool_hub.errors.ConfigError` naming the tool and the
 path when it cannot. :class:`ParameterSchema` then holds the one validator
-built for it and everything the engine asks of a schema per call: unknown
+built for it (behind the schema compiled into one Python function, :mod:`.checker`,
+which passes valid arguments in a microsecond and leaves every other case to
+the route described here) and everything the engine asks of a schema per call: unknown
 arguments, safe coercion (``"5"`` for an integer, ``4.0`` for an integer,
 ``"true"`` for a boolean, ``null`` for an optional parameter), the error text
 the model sees, an example input, and a compact description for the prompt.
@@ -23,6 +25,7 @@ import re
 from typing import Any, Mapping
 
 from ..errors import ConfigError, ToolInputError
+from .checker import Checker, compile_checker
 
 __all__ = ["normalize", "ParameterSchema", "describe_schema", "schema_types", "JSON_TYPES"]
 
@@ -263,7 +266,7 @@ _types = schema_types
 class ParameterSchema:
     """A normalised schema and what a call needs of it; built once per tool."""
 
-    def __init__(self, schema: Any, tool: str = "tool", *, allow_extra: bool = False):
+    def __init__(self, schema: Any, tool: str = "tool", *, allow_extra: bool = False, compiled: bool = True):
         self.tool = tool
         self.schema = normalize(schema, tool)
         self.properties: dict[str, Any] = self.schema.get("properties") or {}
@@ -274,9 +277,25 @@ class ParameterSchema:
             self.schema.get("patternProperties"))
         self._validator: Any = None
         self.source: Any = None  # the dict the tool holds (set by the tool, to notice a replaced schema)
-        # flat schemas (typed properties, enums, arrays of typed items) are checked by a few dict lookups;
-        # jsonschema still writes the message when they fail, and checks every other schema
-        self._fast = _fast_checker(self.schema)
+        # ``valid_as_is(arguments)``: True when :meth:`prepare` would return them unchanged, with no notes.
+        # It is the schema compiled into one function (:mod:`.checker`), on the first call: the common case
+        # in a microsecond; when it says no, or the schema is beyond it, the full route in prepare decides.
+        # (``compiled=False``: always the full route, the reference the compiled one is tested against.)
+        self.valid_as_is: Checker = self._compile_first if compiled else _never
+
+    @property
+    def checker(self) -> Checker | None:
+        """The compiled function behind :attr:`valid_as_is` (built now if it is not yet); None when the
+        schema is beyond it, or compiling is off."""
+        if self.valid_as_is == self._compile_first:
+            drops_null = frozenset(name for name, prop in self.properties.items() if isinstance(prop, dict)
+                                   and name not in self.required and not _accepts_null(prop))
+            self.valid_as_is = compile_checker(self.schema, refuse_unknown=not self.allow_extra,
+                                               drops_null=drops_null) or _never
+        return None if self.valid_as_is is _never else self.valid_as_is
+
+    def _compile_first(self, arguments: dict) -> bool:
+        return (self.checker or _never)(arguments)
 
     @property
     def validator(self) -> Any:
@@ -293,6 +312,8 @@ class ParameterSchema:
     def prepare(self, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """``(arguments, notes)``: unknown names refused, safe coercions applied (each one in ``notes``),
         then validated; a problem raises ``ToolInputError`` with a message for the model."""
+        if self.valid_as_is(arguments):  # nothing to refuse, coerce or report
+            return dict(arguments), []
         if not self.allow_extra:
             unknown = [k for k in arguments if k not in self.properties]
             if unknown:
@@ -301,7 +322,7 @@ class ParameterSchema:
                     f"{', '.join(map(repr, unknown))}. Accepted: {self._accepted()}. "
                     f"Expected a JSON object like {self.example()}")
         arguments, notes = self.coerce(arguments)
-        if self._fast is not None and self._fast(arguments):
+        if self.valid_as_is(arguments):  # valid once coerced
             return arguments, notes
         errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
@@ -359,75 +380,10 @@ class ParameterSchema:
 
 
 _NO = object()
-_FAST_KEYWORDS = {"type", "enum", "items", "description", "default", "title", "examples", "format", "$comment"}
-_FAST_ROOT = {"type", "properties", "required", "additionalProperties", "description", "title", "$comment"}
 
 
-def _fast_checker(schema: dict) -> Any:
-    """A function ``arguments -> bool`` (True: valid) for flat schemas; None when jsonschema must decide.
-    ``format`` is an annotation in 2020-12 (not checked), as jsonschema treats it by default."""
-    if set(schema) - _FAST_ROOT or not isinstance(schema.get("additionalProperties", False), bool):
-        return None
-    checks: dict[str, Any] = {}
-    for name, prop in (schema.get("properties") or {}).items():
-        check = _fast_value(prop, allow_items=True)
-        if check is None:
-            return None
-        checks[name] = check
-    required = tuple(schema.get("required") or ())
-    closed = schema.get("additionalProperties") is False
-
-    def valid(arguments: dict) -> bool:
-        for name in required:
-            if name not in arguments:
-                return False
-        for name, value in arguments.items():
-            check = checks.get(name)
-            if check is None:
-                if closed:
-                    return False
-                continue
-            if not check(value):
-                return False
-        return True
-
-    return valid
-
-
-def _fast_value(prop: Any, allow_items: bool) -> Any:
-    if not isinstance(prop, dict) or set(prop) - _FAST_KEYWORDS:
-        return None
-    kinds = schema_types(prop)
-    if kinds - set(JSON_TYPES):
-        return None
-    enum = prop.get("enum")
-    item_check = None
-    if "items" in prop:
-        if not allow_items or "array" not in kinds:
-            return None
-        item_check = _fast_value(prop["items"], allow_items=False)
-        if item_check is None:
-            return None
-    if enum is not None:
-        try:
-            members = {json.dumps(v, sort_keys=True) for v in enum}
-        except (TypeError, ValueError):
-            return None
-
-    def check(value: Any) -> bool:
-        if kinds and not _fits(value, kinds):
-            return False
-        if enum is not None:
-            try:
-                if json.dumps(value, sort_keys=True) not in members:
-                    return False
-            except (TypeError, ValueError):
-                return False
-        if item_check is not None and isinstance(value, list):
-            return all(item_check(v) for v in value)
-        return True
-
-    return check
+def _never(arguments: dict) -> bool:
+    return False
 
 
 def _accepts_null(prop: dict, depth: int = 0) -> bool:
