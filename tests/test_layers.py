@@ -20,7 +20,7 @@ LAYERS = [
     ("planner", 4),
     ("tools/builtin", 3), ("tools/plugins", 3), ("tools/subtree", 3), ("experts", 3),
     ("engine", 2),
-    ("llm", 1), ("runtime", 1), ("run", 1), ("tools/base", 1), ("tools/context", 1), ("tools/schema", 1), ("tools/signature", 1), ("tools/registry", 1), ("tools/tool_register", 1), ("tools/all_tool_list", 1), ("tools/external", 1), ("tools/__init__", 1),
+    ("llm", 1), ("runtime", 1), ("run", 1), ("tools/base", 1), ("tools/context", 1), ("tools/schema", 1), ("tools/checker", 1), ("tools/signature", 1), ("tools/registry", 1), ("tools/tool_register", 1), ("tools/all_tool_list", 1), ("tools/external", 1), ("tools/__init__", 1),
     ("testing", 1),
     ("errors", 0), ("config", 0), ("events", 0), ("textutil", 0), ("jsontext", 0), ("redact", 0), ("loadlock", 0),
 ]

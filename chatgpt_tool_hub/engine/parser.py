@@ -1,6 +1,6 @@
 """Read an LLM's ReAct reply as an :class:`Action` or a :class:`Finish`.
 
-Pipeline, one small function per step:
+Pipeline, one small function per step (steps 1-3 in :mod:`chatgpt_tool_hub.engine.markers`):
 
 1. **Drop think blocks** — ``<think>…</think>``; nothing inside is ever an action.
 2. **Normalise markers** — line-anchored ``Thought`` / ``Action`` / ``Action Input`` /
@@ -23,6 +23,10 @@ Pipeline, one small function per step:
    Python-literal dict, matching quotes stripped, a raw line break inside a call's
    string read as its escape — or the final answer.
 
+A reply written exactly in the prompt's format (``Thought:`` / ``Action:`` / ``Action Input:``, or
+``AI:`` / ``Final Answer:``, and nothing that any step above would change) is read first by a fast path
+that gives the same reading as the full pipeline; any other reply goes through every step.
+
 What cannot be recovered raises :class:`OutputParserError` whose ``feedback``
 tells the LLM which part of the format it broke. Every step is linear in the
 input; JSON and literal parsing are bounded in size and depth.
@@ -30,7 +34,7 @@ input; JSON and literal parsing are bounded in size and depth.
 
 from __future__ import annotations
 
-import bisect
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -38,6 +42,23 @@ from itertools import islice
 from typing import Any, Sequence
 
 from chatgpt_tool_hub.engine.callargs import call_arguments, strip_quotes
+from chatgpt_tool_hub.engine.markers import (
+    FENCE_RE,
+    LEAD,
+    MARKER_RE,
+    MAYBE_MARKER_LINE_RE,
+    MAYBE_MARKER_RE,
+    SPACE,
+    THINK_RE,
+    Marker,
+    cut_observation,
+    drop_end_tokens,
+    drop_think,
+    fence_blocks,
+    find_markers,
+    stop_fragment,
+    unwrap_fence,
+)
 from chatgpt_tool_hub.errors import OutputParserError
 from chatgpt_tool_hub.jsontext import loads_lenient, scan_bracketed
 
@@ -71,28 +92,13 @@ _MAX_DEPTH = 100  # nesting accepted before json / ast.literal_eval are tried
 _MAX_LITERAL = 20_000  # characters handed to ast at most
 _MAX_JSON_TRIES = 10  # line-start "{" candidates tried per reply
 
-_S = "[ \t\u00a0\u1680\u2000-\u200d\u202f\u205f\u2060\u3000\ufeff]"  # spaces, NBSP, zero-width, BOM
-_LEAD = (  # what may start a line before a marker: spaces, a markdown header or list item, bold
-    rf"^{_S}*(?:(?:(?P<hdr>#{{1,6}})|(?P<lst>[-*+•]|\d{{1,3}}[.)])){_S}+)?(?:(?:\*\*|__){_S}*|[*_](?=\w))?")
-_MARKER_RE = re.compile(  # no two adjacent quantifiers over the same characters: linear time
-    rf"{_LEAD}(?P<kw>thoughts?|action(?:{_S}|_)*input|action|final(?:{_S}|_)*answer|ai|observations?"
-    r"|思考|行动输入|动作输入|行动|动作|最终答案|最终回答|观察结果|观察)"
-    rf"(?:{_S}*#?\d{{1,3}})?(?:{_S}*(?:\*\*?|__?))?{_S}*(?:(?P<colon>[:：])(?:(?:\*\*?|__?)(?!\S))?|(?=\r?$))",
-    re.IGNORECASE | re.MULTILINE,
-)
-_KW_SEP_RE = re.compile(f"(?:{_S}|_)+")
-_KINDS = {"thought": "thought", "thoughts": "thought", "actioninput": "input", "action": "action",
-          "finalanswer": "final", "ai": "final", "observation": "observation", "observations": "observation",
-          "思考": "thought", "行动输入": "input", "动作输入": "input", "行动": "action", "动作": "action",
-          "最终答案": "final", "最终回答": "final", "观察": "observation", "观察结果": "observation"}
-_INLINE_INPUT_RE = re.compile(rf"action(?:{_S}|_)*input{_S}*[:：]", re.IGNORECASE)
-_END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>",
-               "<end_of_turn>", "<eos>")
-_FENCE_RE = re.compile(r"^[ \t]*```(?P<tag>[^\n`]*)$", re.MULTILINE)
-_THINK_RE = re.compile(r"<(/?)think(?:ing)?>", re.IGNORECASE)
+_FAST_RE = re.compile(  # the prompt's own format: see _fast_parse
+    r"(?:[^{`]*?\n)??(?:Action: (?P<tool>[^\n]*)\nAction Input:(?![*_])(?P<input>.*)"
+    r"|(?P<final>AI|Final Answer):(?![*_])(?P<output>.*))", re.DOTALL)
+_INLINE_INPUT_RE = re.compile(rf"action(?:{SPACE}|_)*input{SPACE}*[:：]", re.IGNORECASE)
 _NEED_TOOL_RE = re.compile(r"do i need to use a tool\s*\?\s*(yes|no)\b", re.IGNORECASE)
 _NEED_LEAD_RE = re.compile(  # what may come before that question on its line; a Thought marker opens the line
-    rf"{_LEAD}(?P<thought>(?:thoughts?|思考)(?:{_S}*#?\d{{1,3}})?(?:{_S}*(?:\*\*?|__?))?{_S}*[:：])?{_S}*",
+    rf"{LEAD}(?P<thought>(?:thoughts?|思考)(?:{SPACE}*#?\d{{1,3}})?(?:{SPACE}*(?:\*\*?|__?))?{SPACE}*[:：])?{SPACE}*",
     re.IGNORECASE | re.MULTILINE)
 _JSON_START_RE = re.compile(r"^[ \t]*\{", re.MULTILINE)
 _EMBEDDED_JSON_RE = re.compile(r"\{\s*[\"']")
@@ -103,7 +109,6 @@ _SEPARATORS_RE = re.compile(r"[\s_-]+")
 _MD_ESCAPE_RE = re.compile(r"\\([_*\-`~.#+!|\[\]()<>])")  # markdown's backslash escapes
 _FINISH_CALLS = frozenset(("finish", "finishanswer", "answer"))  # the ReAct paper's Finish[answer]
 _ANSWER_KEYS = ("answer", "output", "result")  # the argument of a final-answer call that holds the answer
-_WRAPPER_TAGS = {"", "text", "txt", "markdown", "md", "plaintext"}
 _NO_TOOL = {"", "none", "n/a", "na", "null", "nil", "no", "nothing", "no tool", "-"}
 _WRAPPERS = ("tool_call", "function_call", "function", "call", "action")  # {"tool_call": {...action...}}
 
@@ -140,20 +145,12 @@ class _Broken(Exception):
         self.kind, self.fmt = kind, {k: v[:80] for k, v in fmt.items()}
 
 
-@dataclass(frozen=True)
-class _Marker:
-    kind: str  # thought | action | input | final | observation
-    start: int  # start of the marker's line
-    end: int  # start of its content
-    weak: bool = False  # a list item or a Chinese marker: counts only in a reply that uses them
-
-
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Doc:
     """The cleaned reply and its markers; a marker's section runs to the next marker."""
 
     text: str
-    markers: list[_Marker]
+    markers: list[Marker]
 
     def end(self, i: int) -> int:
         return self.markers[i + 1].start if i + 1 < len(self.markers) else len(self.text)
@@ -178,7 +175,7 @@ def parse_output(text: str, tool_names: Sequence[str] | None = None) -> Action |
     names = [n for n in tool_names or () if isinstance(n, str)]
     raw = text if isinstance(text, str) else ""
     try:
-        return _parse(raw, names)
+        return _fast_parse(raw, names) or _parse(raw, names)
     except _Broken as broken:
         problem = _PROBLEMS[broken.kind].format(**broken.fmt)
         feedback = f"{problem} {_FORMAT}"
@@ -190,11 +187,49 @@ def parse_output(text: str, tool_names: Sequence[str] | None = None) -> Action |
         raise OutputParserError(message, feedback=feedback, llm_output=raw) from None
 
 
+def _fast_parse(text: str, names: list[str]) -> Action | Finish | None:
+    """The reading of a reply written exactly in the prompt's format, else None: the full rules decide.
+
+    Accepted: lines without ``{`` or a backtick (a ``Thought: ...`` line, prose), then ``Action: <tool>``
+    and ``Action Input: <input>``, or ``AI:`` / ``Final Answer:`` and the answer, with no later line that
+    could hold a marker in any spelling, no think block, end-of-turn token or stop-word fragment, and a
+    tool name without brackets. For such a reply the full rules find exactly these markers, change
+    nothing before them and find no JSON action, so this is their reading, built by the same functions.
+    """
+    m = _FAST_RE.fullmatch(text)
+    if m is None or "<" in text and (THINK_RE.search(text) or text.rstrip().endswith(">")):
+        return None
+    tool, content = m.group("tool", "input")
+    if content is None:
+        content = m.group("output")
+    at = m.start("output" if tool is None else "tool")  # where the marker's content starts
+    start = at - (8 if tool is not None else len(m.group("final")) + 1)  # the marker's line
+    if text.startswith("Thought: "):
+        thought = text[8:start].strip()
+    elif start and MAYBE_MARKER_RE.match(text):
+        return None  # the first line may be a marker in another spelling
+    else:
+        thought = text[:start].strip()
+    if start and MAYBE_MARKER_LINE_RE.search(text, 0, start) or "\n" in content and (
+            MAYBE_MARKER_LINE_RE.search(content) or stop_fragment(text) >= 0):
+        return None  # another line may be a marker, or the last one is a stop-word fragment
+    try:
+        if tool is None:
+            answer = content.strip()
+            return Finish(answer, thought, text.strip()) if answer else None
+        head = tool.strip()
+        if head.startswith(("{", "```")) or "(" in head or "[" in head:
+            return None  # a JSON action or a call: the full rules read those
+        return _result(_clean_tool(head), _clean_input(content), thought, text.strip(), names)
+    except _Broken:
+        return None
+
+
 def _parse(text: str, names: list[str]) -> Action | Finish:
     if not text.strip():
         raise _Broken("empty")
-    body = _unwrap_fence(_drop_think(_drop_end_tokens(text)))
-    body, markers, saw_observation = _cut_observation(body, _markers(body))
+    body = unwrap_fence(drop_think(drop_end_tokens(text)))
+    body, markers, saw_observation = cut_observation(body, find_markers(body))
     if not body.strip():
         raise _Broken("observation" if saw_observation else "empty")
     doc = _Doc(body, markers)
@@ -202,116 +237,13 @@ def _parse(text: str, names: list[str]) -> Action | Finish:
     stop = min((markers[i].start for i in (action, final) if i is not None), default=len(body))
     hit = _find_json_action(body, stop) or _find_embedded_json_action(body, stop, names)
     if hit is not None:
-        prose = _FENCE_RE.sub("", _MARKER_RE.sub("", body[: hit[0]]))
+        prose = FENCE_RE.sub("", MARKER_RE.sub("", body[: hit[0]]))
         return _json_result(hit[2], prose, body[: hit[1]].strip(), names)
     if action is not None and (final is None or action < final):
         return _parse_action(doc, action, names)
     if final is not None:
         return _parse_final(doc, final)
     return _no_action(doc, saw_observation, names)
-
-
-# --- steps 1-3: drop think blocks, find the markers, cut at observation -------------
-
-
-def _drop_end_tokens(text: str) -> str:
-    """Drop chat-template end-of-turn tokens a local server leaked at the very end of the reply."""
-    end, cut = len(text), False
-    while True:
-        while end and text[end - 1].isspace():
-            end -= 1
-        tok = next((t for t in _END_TOKENS if text.endswith(t, 0, end)), None)
-        if tok is None and text.endswith("</s>", 0, end) and (end == 4 or text[end - 5].isspace()):
-            tok = "</s>"  # "<s>x</s>" is markup, kept
-        if tok is None:
-            return text[:end] if cut else text
-        end, cut = end - len(tok), True
-
-
-def _drop_think(text: str) -> str:
-    """Remove <think> blocks; an unclosed one runs to the end, a lone closer drops what precedes it."""
-    keep, pos, opened = [], 0, False
-    for m in _THINK_RE.finditer(text):
-        if not m.group(1) and not opened:
-            keep.append(text[pos : m.start()])
-            opened = True
-        elif m.group(1) and (opened or not keep):  # not keep: "...</think>", opener in the prompt
-            pos, opened = m.end(), False
-    if not opened:
-        keep.append(text[pos:])
-    return "".join(keep)
-
-
-def _fence_blocks(text: str) -> list[tuple[int, int, int, int, str]]:
-    """Pair ``` lines: (open start, open end, close start, close end, tag); unclosed runs to the end."""
-    blocks: list[tuple[int, int, int, int, str]] = []
-    stack: list[tuple[re.Match[str], str]] = []
-    for m in _FENCE_RE.finditer(text):
-        tag = m.group("tag").strip().lower()
-        if tag or not stack:
-            stack.append((m, tag))
-        else:
-            opener, otag = stack.pop()
-            blocks.append((opener.start(), opener.end(), m.start(), m.end(), otag))
-    blocks.extend((o.start(), o.end(), len(text), len(text), tag) for o, tag in stack)
-    return sorted(blocks)
-
-
-def _unwrap_fence(text: str) -> str:
-    """Remove the fence lines of a plain ``` block that wraps the reply's first marker."""
-    first = next((m for m in _MARKER_RE.finditer(text) if _kind(m)), None)
-    if first is None:
-        return text
-    for ostart, oend, cstart, cend, tag in _fence_blocks(text):
-        if ostart > first.start():
-            break
-        if tag in _WRAPPER_TAGS and oend <= first.start() < cstart:
-            return text[:ostart] + text[oend + 1 : cstart] + text[cend + 1 :]
-    return text
-
-
-def _markers(text: str) -> list[_Marker]:
-    """Line-anchored markers that are not inside a code fence."""
-    spans: list[tuple[int, int]] = []
-    for ostart, _, _, cend, _ in _fence_blocks(text):
-        if spans and ostart <= spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], cend))
-        else:
-            spans.append((ostart, cend))
-    starts, markers = [s for s, _ in spans], []
-    for m in _MARKER_RE.finditer(text):
-        k = bisect.bisect_right(starts, m.start()) - 1
-        kind = _kind(m) if k < 0 or m.start() >= spans[k][1] else None
-        if kind:
-            weak = bool(m.group("lst")) or not m.group("kw").isascii()
-            markers.append(_Marker(kind, m.start(), m.end(), weak))
-    pairs = zip(markers, markers[1:], strict=False)
-    if not any(m.weak and m.kind == "final" for m in markers) and not any(
-            a.kind == "action" and b.kind == "input" and (a.weak or b.weak) for a, b in pairs):
-        markers = [m for m in markers if not m.weak]  # "- Action: Bob to follow up" is a note
-    return markers
-
-
-def _kind(m: re.Match[str]) -> str | None:
-    """The kind of a marker match; None for a colon-less word other than Final Answer, or '# AI:'."""
-    key = _KW_SEP_RE.sub("", m.group("kw").lower())
-    if m.group("colon") is None and key != "finalanswer":
-        return None
-    if key == "ai" and (m.group("hdr") or m.group("lst")):
-        return None  # "# AI: Threat or Promise" is a title
-    return _KINDS[key]
-
-
-def _cut_observation(text: str, markers: list[_Marker]) -> tuple[str, list[_Marker], bool]:
-    """Cut at the first Observation marker, then at a trailing 'Obs'-like stop-word fragment."""
-    for i, m in enumerate(markers):
-        if m.kind == "observation":
-            return text[: m.start], markers[:i], True
-    nl = text.rstrip().rfind("\n")
-    tail = text[nl + 1 :].strip().strip("*").rstrip(":：").lower()
-    if nl >= 0 and len(tail) >= 3 and "observation".startswith(tail):
-        return text[:nl], [m for m in markers if m.start < nl], False
-    return text, markers, False
 
 
 # --- steps 4-5: read the action or the answer ----------------------------------------
@@ -395,7 +327,7 @@ def _no_action(doc: _Doc, saw_observation: bool, names: list[str]) -> Action | F
         raise _Broken("unknown_json")
     call = _final_call(text, names)
     if call is not None:
-        prose = _FENCE_RE.sub("", _MARKER_RE.sub("", text[: call[0]])).strip()
+        prose = FENCE_RE.sub("", MARKER_RE.sub("", text[: call[0]])).strip()
         return _result(call[1], call[2], prose, text.strip(), names)
     need = _need_tool(text)
     if need is not None:  # after "...? No" an answer that lacks its "AI:" prefix is accepted
@@ -405,7 +337,7 @@ def _no_action(doc: _Doc, saw_observation: bool, names: list[str]) -> Action | F
             raise _Broken("said_yes")
         if not rest or any(m.start >= nl for m in doc.markers):
             raise _Broken("no_answer")
-        return Finish(rest, _MARKER_RE.sub("", text[:nl]).strip(), text.strip())
+        return Finish(rest, MARKER_RE.sub("", text[:nl]).strip(), text.strip())
     if doc.markers or saw_observation:
         raise _Broken("thought_only" if doc.markers else "observation")
     return Finish(text.strip(), "", text.strip())
@@ -434,7 +366,7 @@ def _final_call(text: str, names: list[str]) -> tuple[int, str, str | dict[str, 
         if _registered(m.group("name"), names):
             continue
         end = len(text)
-        for ostart, oend, cstart, cend, _ in _fence_blocks(text):
+        for ostart, oend, cstart, cend, _ in fence_blocks(text):
             if ostart < m.start() < cstart:
                 if text[oend : m.start()].strip() or text[cend:].strip():
                     return None  # the call shares its code block with other code, or text follows
@@ -556,12 +488,13 @@ def _json_result(obj: dict[str, Any], prose: str, log: str, names: list[str]) ->
 def _clean_tool(s: str) -> str:
     """The tool name without quotes, bold, zero-width characters, markdown escapes (``my\\_tool``) or a
     trailing period/comma."""
-    s = _MD_ESCAPE_RE.sub(r"\1", s.strip()).strip("`'\"*“”‘’\u200b\u200c\u200d\u2060\ufeff").strip()
+    s = (_MD_ESCAPE_RE.sub(r"\1", s.strip()) if "\\" in s else s.strip()).strip("`'\"*“”‘’\u200b\u200c\u200d\u2060\ufeff").strip()
     if s[:1] + s[-1:] in ("[]", "<>") and not any(c in s[1:-1] for c in "[]<>"):
         s = s[1:-1].strip()  # "Action: [search]", copied from "one of [tools]" or "<tool name>"
     return s.rstrip(".,;:。，；：").strip() or s
 
 
+@functools.lru_cache(maxsize=1024)  # tool names recur from reply to reply
 def _squash(name: str) -> str:
     return _SEPARATORS_RE.sub("", name.lower())
 
@@ -579,8 +512,11 @@ def _registered(tool: str, names: list[str]) -> bool:
 
 def _resolve(tool: str, names: list[str]) -> str:
     """The registered spelling of ``tool`` when one matches loosely; else ``tool`` itself."""
+    if tool in names or not names:
+        return tool  # registered as written: the loop below would find it first too
     for key in (str.lower, _squash):
-        found = [n for n in names if key(n) == key(tool)]
+        wanted = key(tool)
+        found = [n for n in names if key(n) == wanted]
         if found:
             return tool if tool in found else found[0]
     return tool
