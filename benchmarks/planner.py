@@ -1,4 +1,4 @@
-"""HuggingGPT mode: DAG efficiency beside a JARVIS-style polling scheduler, and LLM calls per request.
+"""HuggingGPT mode: DAG efficiency and CPU per task beside a thread pool and a JARVIS-style polling scheduler, and LLM calls per request.
 
 1. DAG efficiency = critical path ÷ wall time, for 3 levels × 4 tasks of
    100 ms (every task of a level depends on every task of the level before,
@@ -11,19 +11,38 @@
 2. LLM calls per request for a 4-task plan of expert tasks, per selection
    mode, beside HuggingGPT's N + 2 (plan + one selection per task + response).
 3. Refusing an oversized plan: milliseconds to read and reject a 10,000-task
-   plan, as JSON and in Python literal form (goal: well under 2 s each on a
-   slow machine; the tests check only that both are refused, with the right
-   message).
+   plan, as JSON (read, then rejected by the task limit) and in Python literal
+   form (refused unread: too long for ``literal_eval`` and not strict JSON);
+   goal: the refusal costs no more than reading the JSON form, and both well
+   under 2 s on a slow machine. The tests check only that both are refused,
+   with the right message.
 4. Ready-queue order on random DAGs: 20 tasks (fixed seeds), each sleeping
    20-200 ms, 4 workers. Efficiency = ideal makespan lower bound ÷ achieved
    makespan, where the bound is max(longest chain, total work ÷ workers).
    FIFO (tasks start in the order they became ready) beside critical-path
    priority (longest remaining path first), with the sleep durations as
    estimates and with none (counting tasks). "sim" is an exact simulation of
-   the same scheduler (no thread noise); "run" is a real ``DagRun``.
+   the same scheduler (no thread noise, not a measurement); "run" is a real
+   ``DagRun``.
+5. The scheduler beside a FIFO ``concurrent.futures.ThreadPoolExecutor``
+   (``pool_fifo``: a task is submitted from the done callback of its last
+   dependency's future; it calls ``tool.run`` directly), per DAG family:
+   chains (10 tasks), wide fan-out (1 root, 15 dependents), layered (4 x 4,
+   every task waits on the whole level before), random (20 tasks, as in 4),
+   fixed seeds, tasks sleeping 20-200 ms, 4 workers; plus a zero-sleep DAG of
+   200 tasks (scheduling cost alone). Three sides, interleaved per DAG (A B C,
+   then C B A): ``DagRun`` with its default order (critical path, counting
+   tasks) on a warm pool, read through ``events()``; the thread pool; and a
+   whole ``PlannerApp.run`` with a scripted (zero-latency) LLM. Efficiency =
+   lower bound (as in 4) / makespan, where the app's makespan is its
+   execution stage (the last task's end); CPU per task = process CPU time
+   (``time.process_time``, every thread) of one run / its tasks, the app's
+   for the whole request (planning, validation, response). Failed tasks are
+   counted; the script exits 1 when there are any.
 
     python benchmarks/planner.py
     python benchmarks/planner.py --order-only --seeds 10
+    python benchmarks/planner.py --scheduler-only --family-seeds 3 --rounds 2
 """
 
 from __future__ import annotations
@@ -33,8 +52,10 @@ import heapq
 import json
 import random
 import statistics
+import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from chatgpt_tool_hub.apps import PlannerApp
 from chatgpt_tool_hub.planner import Catalog
@@ -364,7 +385,7 @@ def print_order_rows(seeds: int, measured: bool = True) -> None:
     print(f"{'seed':>4} {'bound ms':>9}{head}")
     rows = order_rows(seeds, measured)
     for seed, bound, sim, run in rows:
-        cells = "".join(f"{s:>14.3f}{r:>14.3f}" for s, r in zip(sim, run))
+        cells = "".join(f"{s:>14.3f}{r:>14.3f}" for s, r in zip(sim, run, strict=True))
         print(f"{seed:>4} {bound * 1000:>9.0f}{cells}")
     for label, pick in (("mean", statistics.mean), ("min", min)):
         cells = "".join(f"{pick(r[2][c] for r in rows):>14.3f}{pick(r[3][c] for r in rows):>14.3f}"
@@ -372,12 +393,156 @@ def print_order_rows(seeds: int, measured: bool = True) -> None:
         print(f"{label:>4} {'':>9}{cells}")
 
 
+
+# ---- 5. the scheduler beside a thread pool, per DAG family ----------------------------------------
+
+FAMILY_WORKERS = 4
+ZERO_TASKS = 200  # the zero-sleep DAG: scheduling cost alone
+
+
+def _timed_tasks(name: str, deps: list[tuple[int, ...]], rng: random.Random,
+                 low: float = 0.02, high: float = 0.2) -> tuple[list[Task], dict[int, float]]:
+    tasks = [Task(i, f"{name}{i}", d, {"text": f"task {i}"}) for i, d in enumerate(deps)]
+    return tasks, {i: round(rng.uniform(low, high), 3) for i in range(len(deps))}
+
+
+def family_dag(family: str, seed: int) -> tuple[list[Task], dict[int, float]]:
+    """A DAG of one family; the seed picks the durations (20-200 ms) and, for "random", the edges."""
+    rng = random.Random(f"{family}-{seed}")
+    if family == "chain":  # 10 tasks, each waits on the one before
+        return _timed_tasks("chain", [(i - 1,) if i else () for i in range(10)], rng)
+    if family == "fan-out":  # one root, 15 tasks that wait on it
+        return _timed_tasks("fan", [()] + [(0,)] * 15, rng)
+    if family == "layered":  # 4 levels x 4 tasks, each waits on every task of the level before
+        return _timed_tasks("layer", [tuple(range(i // 4 * 4 - 4, i // 4 * 4)) if i >= 4 else () for i in range(16)], rng)
+    if family == "random":  # 20 tasks, each waits on 0-3 earlier ones
+        return random_dag(seed)
+    if family == "zero-sleep":  # 200 tasks, each waits on 0-2 earlier ones, no sleep
+        deps = [tuple(sorted(rng.sample(range(i), min(i, rng.choice((0, 1, 2)))))) for i in range(ZERO_TASKS)]
+        return _timed_tasks("zero", deps, rng, 0.0, 0.0)
+    raise ValueError(family)
+
+
+def pool_fifo(tasks: list[Task], tools: dict[str, Tool], pool: ThreadPoolExecutor) -> int:
+    """The peer: FIFO on concurrent.futures. A task is submitted from the done callback of its last
+    dependency's future; the pool's ``max_workers`` caps concurrency. Returns the number of failed tasks."""
+    by_id = {t.id: t for t in tasks}
+    children: dict[int, list[int]] = {t.id: [] for t in tasks}
+    for t in tasks:
+        for d in t.dep:
+            children[d].append(t.id)
+    unmet = {t.id: len(t.dep) for t in tasks}
+    left, failed = [len(tasks)], [0]
+    lock, finished = threading.Lock(), threading.Event()
+
+    def submit(task_id: int) -> None:
+        task = by_id[task_id]
+        future = pool.submit(tools[task.task].run, task.args)
+        future.add_done_callback(lambda f: done(task_id, f))
+
+    def done(task_id: int, future) -> None:
+        ready = []
+        with lock:
+            failed[0] += future.exception() is not None
+            for child in children[task_id]:
+                unmet[child] -= 1
+                if unmet[child] == 0:
+                    ready.append(child)
+            left[0] -= 1
+            if left[0] == 0:
+                finished.set()
+        for child in ready:
+            submit(child)
+
+    for t in tasks:
+        if not t.dep:
+            submit(t.id)
+    finished.wait(120)
+    return failed[0] + left[0]
+
+
+def _naps(tasks: list[Task], seconds: dict[int, float]) -> dict[str, Tool]:
+    return {t.task: Nap(t.task, seconds[t.id]) for t in tasks}
+
+
+def _measure(side: str, tasks: list[Task], tools: dict[str, Tool], app: PlannerApp,
+             executor: ThreadPoolExecutor) -> tuple[float, float, int]:
+    """(makespan s, CPU s, failed tasks) of one run of one side."""
+    cpu, started = time.process_time(), time.perf_counter()
+    if side == "DagRun":
+        dag = DagRun(tasks, tools, max_workers=FAMILY_WORKERS, timeout=120, pool=POOL)
+        for _ in dag.events():
+            pass
+        wall = time.perf_counter() - started
+        failed = sum(r.status != "ok" for r in dag.results.values())
+    elif side == "pool":
+        failed = pool_fifo(tasks, tools, executor)
+        wall = time.perf_counter() - started
+    else:  # the whole request; its makespan is the execution stage's (planning is not part of the DAG)
+        app.llm = ScriptedLLM([json.dumps([t.as_dict() for t in tasks]), "done"])
+        result = app.run("run the benchmark", chat_history=[])
+        wall = max((r.ended or 0.0 for r in result.tasks.values()), default=0.0)
+        failed = len(tasks) - sum(r.status == "ok" for r in result.tasks.values())
+    return wall, time.process_time() - cpu, failed
+
+
+SIDES = ("DagRun", "pool", "app")
+FAMILIES = ("chain", "fan-out", "layered", "random", "zero-sleep")
+
+
+def family_rows(seeds: int, rounds: int) -> tuple[list[tuple[str, dict[str, list[float]], dict[str, list[float]]]], int]:
+    """Per family: efficiencies and CPU per task of each side (one entry per run); and the errors seen."""
+    executor = ThreadPoolExecutor(max_workers=FAMILY_WORKERS, thread_name_prefix="bench-fifo")
+    rows, errors = [], 0
+    for family in FAMILIES:
+        eff: dict[str, list[float]] = {s: [] for s in SIDES}
+        cpu: dict[str, list[float]] = {s: [] for s in SIDES}
+        for seed in range(seeds):
+            tasks, seconds = family_dag(family, seed)
+            tools = _naps(tasks, seconds)
+            app = PlannerApp(ScriptedLLM([]), list(tools.values()), max_workers=FAMILY_WORKERS,
+                             max_tasks=len(tasks), model_selection="downloads")
+            bound = lower_bound(tasks, seconds, FAMILY_WORKERS)
+            for side in SIDES:  # warm-up: threads, the app's first request
+                errors += _measure(side, tasks, tools, app, executor)[2]
+            for r in range(rounds):  # interleaved: A B C, then C B A
+                for side in (SIDES if r % 2 == 0 else SIDES[::-1]):
+                    wall, spent, failed = _measure(side, tasks, tools, app, executor)
+                    errors += failed
+                    eff[side].append(bound / wall if bound else float("nan"))
+                    cpu[side].append(spent / len(tasks))
+            app.close()
+        rows.append((family, eff, cpu))
+    executor.shutdown()
+    return rows, errors
+
+
+def print_family_rows(seeds: int, rounds: int) -> int:
+    print(f"Scheduler beside a FIFO ThreadPoolExecutor: {FAMILY_WORKERS} workers, tasks sleep 20-200 ms "
+          f"(zero-sleep: {ZERO_TASKS} tasks of 0 ms), {seeds} seeds x {rounds} interleaved rounds per family")
+    print("eff = lower bound / makespan (mean over runs); CPU = process CPU time per task, median, us; "
+          "app = PlannerApp.run with a scripted LLM (eff: execution stage; CPU: the whole request)")
+    print(f"{'family':<11}" + "".join(f"{s + ' eff':>12}" for s in SIDES) + "".join(f"{s + ' CPU':>12}" for s in SIDES))
+    rows, errors = family_rows(seeds, rounds)
+    for family, eff, cpu in rows:
+        cells = "".join(f"{statistics.mean(eff[s]):>12.3f}" for s in SIDES)
+        cells += "".join(f"{statistics.median(cpu[s]) * 1e6:>12.0f}" for s in SIDES)
+        print(f"{family:<11}{cells}")
+    print(f"errors: {errors}")
+    return errors
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--order-only", action="store_true", help="only section 4 (ready-queue order)")
     parser.add_argument("--seeds", type=int, default=10, help="random DAGs in section 4")
     parser.add_argument("--no-run", action="store_true", help="section 4: the simulation only")
+    parser.add_argument("--scheduler-only", action="store_true", help="only section 5 (beside a thread pool)")
+    parser.add_argument("--family-seeds", type=int, default=3, help="DAGs per family in section 5")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per DAG in section 5")
     args = parser.parse_args()
+    if args.scheduler_only:
+        sys.exit(1 if print_family_rows(args.family_seeds, args.rounds) else 0)
     if args.order_only:
         print_order_rows(args.seeds, not args.no_run)
         return
@@ -397,6 +562,8 @@ def main() -> None:
         print(f"{label:<42} {seconds * 1000:>8.1f} ms")
     print()
     print_order_rows(args.seeds, not args.no_run)
+    print()
+    sys.exit(1 if print_family_rows(args.family_seeds, args.rounds) else 0)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,11 @@ wait on it, itself included; without duration estimates every task counts 1;
 ties by id). ``order="fifo"`` starts them in the order they became ready.
 
 Tasks run on an elastic pool of daemon threads (``workers.DaemonPool``), at
-most ``max_workers`` at a time. One watchdog thread per run (only when there
-is a timeout) sleeps on the lock's condition until the nearest deadline. A
+most ``max_workers`` at a time. A worker whose task ends runs the first task
+that became ready itself (no queue hop, no thread wake-up); the pool gets only
+the others. One watchdog per run (only when there is a timeout), itself a pool
+job, sleeps on the lock's condition until the nearest deadline, and is woken
+only when a task starts that is due before that. A
 task past ``timeout`` is reported as ``timeout`` and its dependents are
 skipped; its thread may linger, but it no longer holds a worker slot, cannot
 block the answer, and cannot keep the interpreter from exiting.
@@ -29,6 +32,7 @@ import functools
 import heapq
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
@@ -134,10 +138,12 @@ class DagRun:
             self._make_ready(task_id)
         self.launched: list[int] = []
         self._running: set[int] = set()
+        self._pending = len(self.results)  # tasks without a final status
         self._deadlines: dict[int, float] = {}
-        self._queue: queue.Queue = queue.Queue()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the watchdog sleeps on it
+        self._watch_at = -math.inf  # the deadline the watchdog sleeps until (inf: none; -inf: not asleep yet)
         self._pool = pool or DaemonPool()
         self._own_pool = pool is None
         self._finished = threading.Event()
@@ -154,9 +160,8 @@ class DagRun:
             self._t0 = time.perf_counter()
             self._launch_ready()
             self._check_done()
-            watch = self.timeout is not None and not self._finished.is_set()
-        if watch:
-            threading.Thread(target=self._watchdog, name="planner-watchdog", daemon=True).start()
+            if self.timeout is not None and not self._finished.is_set():
+                self._pool.submit(self._watchdog)  # a pool job: a warm thread, no thread start per run
         return self
 
     def events(self) -> Iterator[Event]:
@@ -207,7 +212,10 @@ class DagRun:
             entry = (-self.priorities[task_id], task_id, task_id)
         heapq.heappush(self._ready, entry)
 
-    def _launch_ready(self) -> None:
+    def _launch_ready(self, keep: bool = False) -> int | None:
+        """Start ready tasks, best first, while workers are free. ``keep`` (a worker thread whose task just
+        ended): the first one is returned for that thread to run itself, the rest go to the pool."""
+        kept = None
         while self._ready and len(self._running) < self.max_workers:
             task_id = heapq.heappop(self._ready)[2]
             result = self.results[task_id]
@@ -218,9 +226,14 @@ class DagRun:
             self._running.add(task_id)
             self.launched.append(task_id)
             if self.timeout is not None:
-                self._deadlines[task_id] = result.started + self.timeout
-                self._wake.notify()
-            self._pool.submit(functools.partial(self._work, task_id))
+                due = self._deadlines[task_id] = result.started + self.timeout
+                if due < self._watch_at:  # only when it is due before what the watchdog sleeps until
+                    self._wake.notify()
+            if keep and kept is None:
+                kept = task_id
+            else:
+                self._pool.submit(functools.partial(self._work, task_id))
+        return kept
 
     def _settle(self, result: TaskResult, status: str, now: float, *, output: str | None = None,
                 error: str | None = None, reason: str | None = None, value: str | None = None,
@@ -245,11 +258,13 @@ class DagRun:
                 result.resource, result.file = output or "", None
         self._running.discard(result.id)
         self._deadlines.pop(result.id, None)
+        self._pending -= 1
         shown = output if status == "ok" else f"{status}: {error or reason or ''}"
         self._queue.put(TaskEndEvent(result.tool, shown or "", task_id=result.id, status=status, ended=now))
 
-    def _after(self, task_id: int) -> None:
-        """A task settled: release or skip its dependents, start what is ready."""
+    def _after(self, task_id: int, keep: bool = False) -> int | None:
+        """A task settled: release or skip its dependents, start what is ready (``keep``: see
+        ``_launch_ready``)."""
         result = self.results[task_id]
         if result.status == "ok":
             for child in self._children[task_id]:
@@ -258,8 +273,9 @@ class DagRun:
                     self._make_ready(child)
         else:
             self._skip_dependents(task_id)
-        self._launch_ready()
+        kept = self._launch_ready(keep)
         self._check_done()
+        return kept
 
     def _skip_dependents(self, task_id: int) -> None:
         now = self._now()
@@ -279,7 +295,7 @@ class DagRun:
             todo.extend((grandchild, child) for grandchild in self._children[child])
 
     def _check_done(self) -> None:
-        if not self._finished.is_set() and all(r.done for r in self.results.values()):
+        if self._pending == 0 and not self._finished.is_set():
             self._finished.set()
             self._queue.put(_DONE)
             self._wake.notify_all()
@@ -304,33 +320,42 @@ class DagRun:
                 if self._finished.is_set():
                     return
                 nearest = min(self._deadlines.values(), default=None)
+                self._watch_at = math.inf if nearest is None else nearest
                 self._wake.wait(None if nearest is None else max(0.0, nearest - self._now()))
+                self._watch_at = -math.inf
 
     def _finish(self, task_id: int, status: str, *, output: str | None = None, error: str | None = None,
-                value: str | None = None, untrusted: bool = False) -> None:
+                value: str | None = None, untrusted: bool = False) -> int | None:
+        """Settle a task that ran; returns a ready task for this thread to run next (or None)."""
         with self._lock:
             result = self.results[task_id]
             if result.status != "running":  # timed out or cancelled meanwhile: the late result is dropped
                 log.debug("task %s finished after it was %s; result ignored", task_id, result.status)
-                return
+                return None
             self._settle(result, status, self._now(), output=output, error=error, value=value,
                          untrusted=untrusted)
-            self._after(task_id)
+            return self._after(task_id, keep=True)
 
     def _work(self, task_id: int) -> None:
+        """A pool job: run the task, then, while one is handed back, the next ready task on this thread (no
+        queue hop, no thread wake-up)."""
+        next_id: int | None = task_id
+        while next_id is not None:
+            next_id = self._run(next_id)
+
+    def _run(self, task_id: int) -> int | None:
         task = self.tasks[task_id]
+        result = self.results[task_id]
         try:
             tool, model = self._tool_for(task)
             outputs = {dep: self.results[dep].resource or "" for dep in task.dep}  # set: the dependency is ok
             derived = any(self.results[dep].untrusted for dep in task.dep)  # its input may be untrusted content
             args = substitute(task.args, outputs)
             given = tool_input(tool, args)
-            with self._lock:
-                result = self.results[task_id]
-                if result.status != "running":
-                    return
-                result.args = args
-                started = result.started or 0.0
+            if result.status != "running":  # cancelled or timed out before it began (one attribute read)
+                return None
+            result.args = args
+            started = result.started or 0.0
 
             def start(name: str, shown: Any, depth: int) -> Event:
                 return TaskStartEvent(name, shown, depth, task_id=task_id, model=model, started=started)
@@ -339,16 +364,14 @@ class DagRun:
                              max_chars=0, start=start, end=None)
             outcome = drive(calls, self.post)
         except UnresolvedPlaceholder as exc:
-            self._finish(task_id, "failed", error=self._clean(f"not run: {exc}"))
+            return self._finish(task_id, "failed", error=self._clean(f"not run: {exc}"))
         except BaseException as exc:  # the budget, a bug here (even SystemExit): the task fails, never the run
             log.debug("task %s (%s) raised", task_id, task.task, exc_info=True)
-            self._finish(task_id, "failed", error=self._clean(f"{type(exc).__name__}: {exc}"))
-        else:
-            if outcome.status == "ok":
-                self._finish(task_id, "ok", output=outcome.text, value=outcome.value,
-                             untrusted=outcome.untrusted or derived)
-            else:
-                self._finish(task_id, "failed", error=outcome.error)
+            return self._finish(task_id, "failed", error=self._clean(f"{type(exc).__name__}: {exc}"))
+        if outcome.status == "ok":
+            return self._finish(task_id, "ok", output=outcome.text, value=outcome.value,
+                                untrusted=outcome.untrusted or derived)
+        return self._finish(task_id, "failed", error=outcome.error)
 
     def _clean(self, text: str) -> str:
         return clean_observation(text, self.context.redactor, 0)[0]
