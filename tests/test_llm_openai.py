@@ -143,7 +143,9 @@ def test_stream_retries_before_first_chunk(chat_server, sleeps):
     resp = collect_stream(make(chat_server).stream(MSGS))
     assert resp.text == "fine"
     assert len(chat_server.requests) == 3
-    assert len(sleeps) == 2
+    # the 503 waits a backoff; the disconnect came on the connection kept alive after the 503, which the
+    # HTTP transport sends again at once on a new one (tests/test_llm_stale_connections.py)
+    assert len(sleeps) == 1
 
 
 def test_stream_broken_after_first_chunk_is_not_retried(chat_server):

@@ -1,4 +1,5 @@
-"""Connection pools for many concurrent requests from one event loop (the async client's HTTP transport).
+"""The LLM client's HTTP transports: pools for many concurrent requests from one event loop, and a
+request sent again when it met a kept-alive connection the server had closed.
 
 The HTTP package's connection pool looks at every connection it holds when a
 request starts and when one ends, and asks the socket of each idle one whether
@@ -8,15 +9,29 @@ is the ``openai`` package's default async HTTP client over a transport that
 spreads the requests over several smaller pools: another pool is opened (up to
 ``MOST_POOLS``) only when each one has ``PER_POOL`` requests in flight, so a few
 concurrent requests use one pool, as before, and each pool stays small.
+
+Both clients (this one, and the sync client over :func:`sync_transport`) send a
+request again, once and at once, when it failed on a kept-alive connection
+before any of the response came: the server closed that connection (its
+keep-alive timeout ran out) just before or while the request was written, so
+it never saw it. The pool checks an idle connection's socket when it hands it
+out, which does not see a close that comes after the check. The request goes
+again on a new connection (from a pool that keeps none alive), and this does
+not count as one of the client's ``max_retries``. A request that fails on a
+connection opened for it is not sent again here. Whether the connection was
+opened for the request is told by the HTTP package's ``trace`` extension.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
-from typing import Any
+from typing import Any, Callable
 from urllib.request import getproxies
 
-__all__ = ["pooled_async_client", "PER_POOL", "MOST_POOLS"]
+__all__ = ["pooled_async_client", "sync_transport", "PER_POOL", "MOST_POOLS"]
+
+logger = logging.getLogger("chatgpt_tool_hub.llm")
 
 PER_POOL = 16  # requests in flight on every pool before another is opened
 MOST_POOLS = 16
@@ -26,32 +41,107 @@ MAX_CONNECTIONS, MAX_KEEPALIVE = 1000, 100  # the openai package's limits, share
 def pooled_async_client(timeout: float | None) -> Any:
     """``openai.DefaultAsyncHttpxClient`` over several pools; None when the environment names a proxy (the
     default client, which honours it, is used then) or the HTTP package is not one this knows."""
-    proxies = getproxies()
-    if any(proxies.get(scheme) for scheme in ("http", "https", "all")):
-        return None
     import openai
 
     client_class = openai.DefaultAsyncHttpxClient
-    module = sys.modules.get(_http_module(client_class))
-    transport_class = _transport_class(module)
-    if transport_class is None:
+    found = _module_and_classes(client_class)
+    if found is None:
         return None
+    module, (transport_class, _) = found
     return client_class(timeout=timeout, transport=transport_class(module))
+
+
+def sync_transport(verify: Any = True) -> Any:
+    """The transport for ``openai.DefaultHttpxClient`` (the sync client): one pool with openai's limits
+    whose requests that meet a kept-alive connection the server closed go again on a new connection (see
+    the module's doc). ``verify`` is the TLS verification (a shared context). None where
+    :func:`pooled_async_client` is None."""
+    import openai
+
+    found = _module_and_classes(openai.DefaultHttpxClient)
+    if found is None:
+        return None
+    module, (_, transport_class) = found
+    return transport_class(module, verify)
+
+
+def _module_and_classes(client_class: type) -> tuple[Any, tuple[type, type]] | None:
+    proxies = getproxies()
+    if any(proxies.get(scheme) for scheme in ("http", "https", "all")):
+        return None  # a transport given to the client would keep it from using the environment's proxy
+    module = sys.modules.get(_http_module(client_class))
+    classes = _transport_classes(module)
+    return None if classes is None else (module, classes)
 
 
 def _http_module(client_class: type) -> str:
     for klass in client_class.__mro__:
-        if klass.__name__ == "AsyncClient":
+        if klass.__name__ in ("AsyncClient", "Client"):
             return klass.__module__.partition(".")[0]
     return ""
 
 
-_CLASSES: dict[str, type] = {}
+class _Watch:
+    """Watches one request through the HTTP package's ``trace`` extension: ``opened`` says whether a
+    connection was opened for it (else it went on a kept-alive one). A trace callback already there is
+    still called."""
+
+    __slots__ = ("opened", "inner")
+
+    def __init__(self, inner: Callable[..., Any] | None) -> None:
+        self.opened, self.inner = False, inner
+
+    def note(self, name: str, info: dict) -> Any:
+        if name.startswith("connection.connect_"):
+            self.opened = True
+        return self.inner(name, info) if self.inner is not None else None
+
+    async def anote(self, name: str, info: dict) -> None:
+        if name.startswith("connection.connect_"):
+            self.opened = True
+        if self.inner is not None:
+            await self.inner(name, info)
 
 
-def _transport_class(module: Any) -> type | None:
-    """The spreading transport built on ``module`` (httpx2, or httpx), made once."""
-    needed = ("AsyncBaseTransport", "AsyncHTTPTransport", "AsyncByteStream", "Limits")
+def _watch(request: Any, asynchronous: bool) -> _Watch:
+    watch = _Watch(request.extensions.get("trace"))
+    request.extensions["trace"] = watch.anote if asynchronous else watch.note
+    return watch
+
+
+def _unwatch(request: Any, watch: _Watch) -> None:
+    """The request's trace extension as it was (the response's body is read without the watch)."""
+    if watch.inner is None:
+        request.extensions.pop("trace", None)
+    else:
+        request.extensions["trace"] = watch.inner
+
+
+def _stale(http: Any, request: Any, watch: _Watch, exc: BaseException) -> bool:
+    """Whether ``exc`` is a kept-alive connection that the server had closed: the request went on a
+    connection not opened for it, no response came (the exception came before one), the connection was
+    closed or reset, and the request's body can be sent again."""
+    _unwatch(request, watch)
+    if watch.opened or not isinstance(request.stream, http.ByteStream):
+        return False
+    if isinstance(exc, http.RemoteProtocolError):
+        stale = "without sending a response" in str(exc)
+    else:
+        stale = isinstance(exc, (http.ReadError, http.WriteError, http.ConnectError))
+    if stale:
+        logger.debug("LLM server closed a kept-alive connection (%s); the request goes again on a new one",
+                     type(exc).__name__)
+    return stale
+
+
+_CLASSES: dict[str, tuple[type, type]] = {}
+
+
+def _transport_classes(module: Any) -> tuple[type, type] | None:
+    """The async spreading transport and the sync transport built on ``module`` (httpx2, or httpx), made
+    once."""
+    needed = ("AsyncBaseTransport", "AsyncHTTPTransport", "AsyncByteStream", "BaseTransport", "HTTPTransport",
+              "ByteStream", "Limits", "RemoteProtocolError", "ReadError", "WriteError", "ConnectError")
     if module is None or not all(isinstance(getattr(module, name, None), type) for name in needed):
         return None
     found = _CLASSES.get(module.__name__)
@@ -76,23 +166,25 @@ def _transport_class(module: Any) -> type | None:
 
     class SpreadTransport(module.AsyncBaseTransport):
         """Requests spread over pools of ``AsyncHTTPTransport``: the least busy one takes the next request;
-        a new pool is opened when every pool has ``PER_POOL`` requests in flight (up to ``MOST_POOLS``)."""
+        a new pool is opened when every pool has ``PER_POOL`` requests in flight (up to ``MOST_POOLS``).
+        A request that met a kept-alive connection the server had closed goes again on a new connection."""
 
         def __init__(self, http: Any):
             self._http = http
             per = max(PER_POOL, MAX_KEEPALIVE // MOST_POOLS)
-            self._limits = http.Limits(max_connections=max(PER_POOL, MAX_CONNECTIONS // MOST_POOLS),
-                                       max_keepalive_connections=per)
+            self._most = max(PER_POOL, MAX_CONNECTIONS // MOST_POOLS)
+            self._limits = http.Limits(max_connections=self._most, max_keepalive_connections=per)
             self.pools: list[Any] = []
             self.busy: list[int] = []
+            self._fresh: Any = None  # the pool of the requests sent again: it keeps no connection alive
             self._tls: dict[str, Any] = {}  # one TLS context for all pools (loading the CA file takes ~20 ms)
 
-        def _new_pool(self) -> Any:
+        def _new_pool(self, limits: Any = None) -> Any:
             make_context = getattr(self._http, "create_ssl_context", None)
             if callable(make_context) and "context" not in self._tls:
                 self._tls["context"] = make_context()  # verify=True, trust_env=True: the default transport's
             extra = {"verify": self._tls["context"]} if "context" in self._tls else {}
-            return self._http.AsyncHTTPTransport(limits=self._limits, **extra)
+            return self._http.AsyncHTTPTransport(limits=limits or self._limits, **extra)
 
         def _pick(self) -> int:
             busy = self.busy
@@ -110,8 +202,18 @@ def _transport_class(module: Any) -> type | None:
             def done() -> None:
                 self.busy[index] -= 1
 
+            watch = _watch(request, asynchronous=True)
             try:
-                response = await self.pools[index].handle_async_request(request)
+                try:
+                    response = await self.pools[index].handle_async_request(request)
+                    _unwatch(request, watch)
+                except Exception as exc:
+                    if not _stale(self._http, request, watch, exc):
+                        raise
+                    if self._fresh is None:
+                        self._fresh = self._new_pool(self._http.Limits(max_connections=self._most,
+                                                                       max_keepalive_connections=0))
+                    response = await self._fresh.handle_async_request(request)
             except BaseException:
                 done()
                 raise
@@ -119,8 +221,35 @@ def _transport_class(module: Any) -> type | None:
             return response
 
         async def aclose(self) -> None:
-            for pool in self.pools:
+            for pool in self.pools + ([self._fresh] if self._fresh is not None else []):
                 await pool.aclose()
 
-    _CLASSES[module.__name__] = SpreadTransport
-    return SpreadTransport
+    class RetryTransport(module.BaseTransport):
+        """The sync client's transport: one ``HTTPTransport`` pool with openai's limits; a request that met
+        a kept-alive connection the server had closed goes again on a new connection."""
+
+        def __init__(self, http: Any, verify: Any = True):
+            self._http = http
+            extra = {"verify": verify}
+            self._pool = http.HTTPTransport(limits=http.Limits(max_connections=MAX_CONNECTIONS,
+                                                               max_keepalive_connections=MAX_KEEPALIVE), **extra)
+            self._fresh = http.HTTPTransport(limits=http.Limits(max_connections=MAX_CONNECTIONS,
+                                                                max_keepalive_connections=0), **extra)
+
+        def handle_request(self, request: Any) -> Any:
+            watch = _watch(request, asynchronous=False)
+            try:
+                response = self._pool.handle_request(request)
+                _unwatch(request, watch)
+                return response
+            except Exception as exc:
+                if not _stale(self._http, request, watch, exc):
+                    raise
+            return self._fresh.handle_request(request)
+
+        def close(self) -> None:
+            self._pool.close()
+            self._fresh.close()
+
+    _CLASSES[module.__name__] = (SpreadTransport, RetryTransport)
+    return _CLASSES[module.__name__]
