@@ -286,11 +286,17 @@ def test_memory_counts_each_message_once(monkeypatch):
 
     monkeypatch.setattr(memory_module, "count_message_tokens", counting)
     memory_module._cache.clear()
-    memory = ConversationMemory(max_tokens=100_000)
+    roomy = ConversationMemory(max_tokens=100_000)  # the upper bounds fit: nothing is tokenised
+    for turn in range(40):
+        roomy.add_turn(f"question {turn} " * 20, f"answer {turn} " * 20)
+        assert len(roomy.messages()) == 2 * (turn + 1)
+    assert counted == []
+    memory = ConversationMemory(max_tokens=10_000)  # the bounds pass the budget after a few turns: counted
     for turn in range(40):
         memory.add_turn(f"question {turn} " * 20, f"answer {turn} " * 20)
         assert len(memory.messages()) == 2 * (turn + 1)
-    assert len(counted) == 80  # one count per message added; 40 reads and 40 trims count nothing
+    assert counted and set(counted) == {1}
+    assert len(counted) <= 80  # at most one count per message added; reads and trims reuse the counts
 
 
 def test_trim_to_budget_reuses_counts_of_a_history_sent_again(monkeypatch):
@@ -300,8 +306,10 @@ def test_trim_to_budget_reuses_counts_of_a_history_sent_again(monkeypatch):
                         lambda messages, model=None: counted.append(1) or real(messages, model))
     memory_module._cache.clear()
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 10} for i in range(30)]
-    memory_module.trim_to_budget(history, 100_000)
-    memory_module.trim_to_budget(history + [{"role": "user", "content": "one more"}], 100_000)
+    memory_module.trim_to_budget(history, 100_000)  # the upper bounds fit: nothing is tokenised
+    assert counted == []
+    assert len(memory_module.trim_to_budget(history, 2_000)) == 30  # over the bounds, within the exact counts
+    memory_module.trim_to_budget(history + [{"role": "user", "content": "one more"}], 2_000)
     assert len(counted) == 31
 
 

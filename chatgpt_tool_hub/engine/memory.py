@@ -4,20 +4,24 @@
 dicts whose last user message may already be the current question; it is
 normalised here so the question is never sent twice.
 
-Token counts are cached per message: a session's memory keeps each stored
-message's count, and :func:`message_tokens` keeps the counts of recent
-messages by content (a chatbot sends the same history again each turn), so
-adding to or reading a history never tokenises it all again.
+A history is counted only when it may not fit its budget: while the upper
+bound of its tokens (``llm.tokens.message_token_bound``, the UTF-8 length plus
+the framing, no encoding needed) is within the budget, every message is kept
+without loading a tokenizer, the same messages an exact count keeps. Exact
+counts are cached per message: a session's memory keeps each stored message's
+count once it was needed, and :func:`message_tokens` keeps the counts of
+recent messages by content (a chatbot sends the same history again each turn),
+so adding to or reading a history never tokenises it all again.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, MutableSequence, Sequence
 
 from ..llm.base import Message
-from ..llm.tokens import count_message_tokens
+from ..llm.tokens import count_message_tokens, message_token_bound
 
 __all__ = ["ConversationMemory", "normalize_history", "trim_to_budget", "message_tokens"]
 
@@ -71,26 +75,48 @@ def normalize_history(chat_history: Iterable[Any] | None, query: str | None = No
 def trim_to_budget(messages: Sequence[Message], max_tokens: int, model: str | None = None,
                    costs: Sequence[int] | None = None) -> list[Message]:
     """The newest messages that fit in ``max_tokens`` (whole messages only); ``costs`` are their token
-    counts when the caller knows them."""
+    counts when the caller knows them. Counted only when their upper bound is over the budget."""
     return [messages[i] for i in _kept(messages, max_tokens, model, costs)]
 
 
 def _kept(messages: Sequence[Message], max_tokens: int, model: str | None,
-          costs: Sequence[int] | None) -> range:
-    """The indexes of the newest messages that fit, as a range (no orphaned answer first)."""
+          costs: Sequence[int | None] | None, bounds: Sequence[int] | None = None) -> range:
+    """The indexes of the newest messages that fit, as a range (no orphaned answer first).
+
+    ``costs``: the messages' exact counts where known (``None`` where not yet counted; a mutable list
+    gets the counts made here); ``bounds``: their upper bounds where known. While the bounds fit, every
+    message fits and nothing is counted."""
     if max_tokens <= 0:
         return range(0)
+    if bounds is None:
+        known = costs if costs is not None else [None] * len(messages)
+        bounds = [message_token_bound([m]) if cost is None else cost
+                  for m, cost in zip(messages, known, strict=True)]
+    if sum(bounds) <= max_tokens:
+        start = 0
+    else:
+        start = _exact_start(messages, max_tokens, model, costs)
+    while start < len(messages) and messages[start]["role"] == "assistant":  # never start with an orphaned answer
+        start += 1
+    return range(start, len(messages))
+
+
+def _exact_start(messages: Sequence[Message], max_tokens: int, model: str | None,
+                 costs: Sequence[int | None] | None) -> int:
+    """The first index of the newest messages whose exact counts fit in ``max_tokens``."""
     start = len(messages)
     used = 0
     for i in range(len(messages) - 1, -1, -1):
-        cost = costs[i] if costs is not None else message_tokens(messages[i], model)
+        cost = costs[i] if costs is not None else None
+        if cost is None:
+            cost = message_tokens(messages[i], model)
+            if isinstance(costs, MutableSequence):
+                costs[i] = cost
         if used + cost > max_tokens:
             break
         used += cost
         start = i
-    while start < len(messages) and messages[start]["role"] == "assistant":  # never start with an orphaned answer
-        start += 1
-    return range(start, len(messages))
+    return start
 
 
 class ConversationMemory:
@@ -100,7 +126,8 @@ class ConversationMemory:
         self.max_tokens = max_tokens
         self.model = model
         self._messages: list[Message] = []
-        self._costs: list[int] = []  # each stored message's token count, counted once when added
+        self._bounds: list[int] = []  # each stored message's upper bound of tokens (no encoding needed)
+        self._costs: list[int | None] = []  # its exact count, made the first time the bounds do not fit
         self._lock = threading.Lock()
 
     def add_turn(self, user: str, assistant: str) -> None:
@@ -108,21 +135,29 @@ class ConversationMemory:
 
     def add_messages(self, messages: Iterable[Message]) -> None:
         new = list(messages)
-        costs = [message_tokens(m, self.model) for m in new]  # outside the lock: only the new ones
+        bounds = [message_token_bound([m]) for m in new]  # outside the lock: only the new ones
         with self._lock:
             self._messages.extend(new)
-            self._costs.extend(costs)
+            self._bounds.extend(bounds)
+            self._costs.extend([None] * len(new))
             # keep storage bounded too: drop what can never be sent again
-            kept = _kept(self._messages, self.max_tokens * 2, self.model, self._costs)
+            kept = self._kept(self.max_tokens * 2)
             if not kept:
                 kept = range(max(0, len(self._messages) - 2), len(self._messages))
             if kept.start:
                 del self._messages[:kept.start]
+                del self._bounds[:kept.start]
                 del self._costs[:kept.start]
+
+    def _kept(self, max_tokens: int) -> range:
+        """(caller holds the lock) The stored messages that fit ``max_tokens``; exact counts where made are
+        tighter bounds."""
+        bounds = [b if c is None else c for b, c in zip(self._bounds, self._costs, strict=True)]
+        return _kept(self._messages, max_tokens, self.model, self._costs, bounds)
 
     def messages(self) -> list[Message]:
         with self._lock:
-            kept = _kept(self._messages, self.max_tokens, self.model, self._costs)
+            kept = self._kept(self.max_tokens)
             return [self._messages[i] for i in kept]
 
     def pop_turn(self) -> list[Message]:
@@ -134,12 +169,14 @@ class ConversationMemory:
                 return []
             popped = self._messages[-2:]
             del self._messages[-2:]
+            del self._bounds[-2:]
             del self._costs[-2:]
             return popped
 
     def clear(self) -> None:
         with self._lock:
             self._messages.clear()
+            self._bounds.clear()
             self._costs.clear()
 
     def __len__(self) -> int:

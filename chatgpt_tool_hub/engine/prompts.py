@@ -88,7 +88,8 @@ def rules_for(prompts: PromptSet, tools: Sequence[Any], native: bool = False) ->
 
 # ---- the tool list of the text-protocol prompt -------------------------------------------------------
 
-# per tool: (description chars, parameter chars) -> (line, tokens); weak, so a dropped tool is forgotten
+# per tool: (description chars, parameter chars) -> [line, tokens or None until counted]; weak, so a dropped
+# tool is forgotten
 _LINES: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 _LINES_LOCK = threading.Lock()
 # how far a tool's line may be shortened, step by step, to fit the budget: (description, parameters)
@@ -102,7 +103,7 @@ def tool_line(tool: Any, description_chars: int = 600, parameter_chars: int = 40
     return _cached(tool, description_chars, parameter_chars, example_chars)[0]
 
 
-def _cached(tool: Any, description_chars: int, parameter_chars: int, example_chars: int) -> tuple[str, int]:
+def _cached(tool: Any, description_chars: int, parameter_chars: int, example_chars: int) -> list:
     key = (description_chars, parameter_chars, example_chars, tool.description, id(tool.parameters))
     try:
         with _LINES_LOCK:
@@ -111,13 +112,11 @@ def _cached(tool: Any, description_chars: int, parameter_chars: int, example_cha
         found = None
     if found is not None:
         return found
-    from ..llm.tokens import count_tokens
-
     description = " ".join((tool.description or "").split())
     if len(description) > description_chars:
         description = description[: max(0, description_chars - 3)].rstrip() + "..."
     line = f"> {tool.name}: {description}" + _input_hint(tool, parameter_chars, example_chars)
-    found = (line, count_tokens(line))
+    found = [line, None]  # counted by tool_block only when the bound of the block is over its budget
     try:
         with _LINES_LOCK:
             _LINES.setdefault(tool, {})[key] = found
@@ -166,6 +165,19 @@ def tool_block(tools: Sequence[Any], max_tokens: int = 3000) -> str:
     details) until the whole block fits ``max_tokens`` (0: no limit); tools are never left out."""
     for step in _STEPS:
         lines = [_cached(t, *step) for t in tools]
-        if max_tokens <= 0 or sum(tokens for _, tokens in lines) <= max_tokens:
+        if max_tokens <= 0 or _fits(lines, max_tokens):
             break
     return "\n".join(line for line, _ in lines)
+
+
+def _fits(lines: list, max_tokens: int) -> bool:
+    """Whether the lines count at most ``max_tokens`` tokens: by their upper bound (no tokenizer) while it
+    fits, else by their exact counts, made once per line and kept with it."""
+    from ..llm.tokens import count_tokens, token_upper_bound
+
+    if sum(token_upper_bound(line) for line, _ in lines) <= max_tokens:
+        return True
+    for entry in lines:
+        if entry[1] is None:
+            entry[1] = count_tokens(entry[0])
+    return sum(tokens for _, tokens in lines) <= max_tokens
