@@ -81,8 +81,8 @@ def timed(fn) -> float:
 def bench_tool(name: str, model: str, workspace: str, device: str | None, calls: int, tiny: bool) -> dict:
     from dataclasses import replace
 
-    from chatgpt_tool_hub.runtime.models.manager import ModelManager
     from chatgpt_tool_hub.experts.tiny.samples import fast_settings, sample_input
+    from chatgpt_tool_hub.runtime.models.manager import ModelManager
     from chatgpt_tool_hub.tools.context import pure_context
     from chatgpt_tool_hub.tools.tool_register import main_tool_register
 

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from chatgpt_tool_hub.apps import AppFactory
-from chatgpt_tool_hub.runtime import netguard as _netguard
+from chatgpt_tool_hub.runtime import urlcheck as _urlcheck
 from chatgpt_tool_hub.testing import ScriptedLLM
 
 from helpers import act, answer
@@ -17,7 +17,7 @@ from helpers import act, answer
 # ---- a page only reachable from this machine -------------------------------------------------
 
 INTERNAL_PAGE = "INTERNAL-ONLY-PAGE 7f3a"
-GUARD_SAYS = ". Only public addresses may be fetched."  # the end of every address refusal of _netguard
+GUARD_SAYS = ". Only public addresses may be fetched."  # the end of every address refusal of _urlcheck
 
 
 class InternalServer:
@@ -204,7 +204,7 @@ def test_without_the_guard_every_loopback_row_reaches_the_server(tmp_path, inter
                                                                  needs_v6):
     """The rows above can fail: with the address check off, each URL fetches the internal page."""
     _skip_without_ipv6(needs_v6, internal)
-    monkeypatch.setattr(_netguard, "is_blocked_address", lambda ip: None)
+    monkeypatch.setattr(_urlcheck, "is_blocked_address", lambda ip: None)
     hits = internal.hits
     observation = _fetch_through_the_engine(tmp_path, loopback_url(host, internal))
     assert INTERNAL_PAGE in observation and internal.hits == hits + 1

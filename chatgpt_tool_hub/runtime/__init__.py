@@ -6,7 +6,8 @@ Each module has one job and imports only the ground floor (``errors``,
 * ``workspace`` -- keep paths inside a workspace (link-safe opening, hard links refused)
 * ``filenames`` -- Visual ChatGPT's file names (``image/{uuid}.png``, chained outputs), WAV I/O
 * ``video_io`` -- frames in and out of GIF / MP4
-* ``netguard`` -- the SSRF guard: check a URL, connect only to the checked address
+* ``urlcheck`` -- check a URL before a fetch (http(s) only, every resolved address public); no HTTP client
+* ``netguard`` -- the SSRF guard: ``urlcheck``'s names, and connect only to the checked address (``requests``)
 * ``http`` -- the plugin tools' request helper (timeouts, size limits, secrets scrubbed)
 * ``webpage`` -- read a web page through ``netguard`` and turn it into text (url-get, summary, documents)
 * ``sandbox`` / ``launcher`` -- start a process tree under limits, kill all of it

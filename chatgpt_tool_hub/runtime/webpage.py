@@ -18,8 +18,9 @@
 
 The limits are a :class:`FetchLimits`, read from the ``url_get_*`` settings and
 ``proxy`` by :meth:`FetchLimits.from_settings`. Failures raise
-:class:`FetchError`, :class:`~.netguard.BlockedURLError` or
-:class:`~.netguard.HostResolutionError`, each with a message meant for the model.
+:class:`FetchError`, :class:`~.urlcheck.BlockedURLError` or
+:class:`~.urlcheck.HostResolutionError`, each with a message meant for the model.
+``requests`` (through :mod:`.netguard`) is imported by the first fetch, not with this module.
 """
 
 from __future__ import annotations
@@ -31,22 +32,17 @@ import re
 import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urljoin, urlsplit
-
-import requests
 
 from ..errors import ConfigError, ToolHubError
 from ..textutil import clip_text, content_type, decode_text, strip_control, text_codec
-from .netguard import (
-    BlockedURLError,
-    CheckedURL,
-    DeadlineExceeded,
-    PinnedSession,
-    check_url,
-    describe_network_error,
-    pinned_session,
-)
+from .urlcheck import BlockedURLError, CheckedURL, check_url
+
+if TYPE_CHECKING:  # the fetching functions import requests (through .netguard) when they run
+    import requests
+
+    from .netguard import PinnedSession
 
 __all__ = ["FetchError", "FetchLimits", "Page", "fetch_page", "read_page", "render_page", "page_text",
            "html_to_text", "is_binary_type", "sniff_binary", "MAX_REDIRECTS", "HEADERS", "parse_host_patterns",
@@ -138,6 +134,8 @@ def fetch_page(url: str, limits: FetchLimits, *, any_type: bool = False) -> Page
     With ``any_type`` the body of every content type is read (and never sniffed);
     otherwise a declared binary type is described by its headers, not downloaded.
     """
+    from .netguard import pinned_session  # imports requests: only a fetch needs it
+
     session = pinned_session(proxy=limits.proxy)
     redirects: list[str] = []
     try:
@@ -220,6 +218,10 @@ def _check_allowed(url: str, patterns: tuple[str, ...]) -> None:
 
 
 def _request(session: PinnedSession, checked: CheckedURL, limits: FetchLimits) -> requests.Response:
+    import requests
+
+    from .netguard import DeadlineExceeded, describe_network_error
+
     try:
         response = session.get(checked.url, headers=HEADERS, stream=True, allow_redirects=False,
                                timeout=(limits.timeout, limits.timeout))
@@ -256,6 +258,10 @@ def _read(response: requests.Response, checked: CheckedURL, session: PinnedSessi
 
 def _stream_body(response: requests.Response, page: Page, host: str, session: PinnedSession,
                  limits: FetchLimits) -> None:
+    import requests
+
+    from .netguard import DeadlineExceeded, describe_network_error
+
     chunks: list[bytes] = []
     total = 0
     deadline = time.monotonic() + limits.total_timeout

@@ -32,7 +32,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ...llm.summarize import summarize
-from ...runtime.netguard import BlockedURLError, HostResolutionError
+from ...runtime.urlcheck import BlockedURLError, HostResolutionError
 from ...runtime.webpage import (
     FetchError,
     FetchLimits,

@@ -19,7 +19,7 @@ from typing import Any
 from ...errors import ConfigError, ToolExecutionError, ToolInputError
 from ...llm.build import NO_LLM_HELP
 from ...llm.summarize import COMBINE_PROMPT, MAP_PROMPT, SINGLE_PROMPT, SYSTEM_PROMPT, split_text, summarize
-from ...runtime.netguard import BlockedURLError, HostResolutionError
+from ...runtime.urlcheck import BlockedURLError, HostResolutionError
 from ...runtime.webpage import FetchError, FetchLimits, origin_of, read_page
 from ..base import Tool, ToolContext
 from ..context import AppContext, pure_context
