@@ -39,10 +39,15 @@
    (``time.process_time``, every thread) of one run / its tasks, the app's
    for the whole request (planning, validation, response). Failed tasks are
    counted; the script exits 1 when there are any.
+6. ``--breakdown`` only: where DagRun's CPU above the thread pool's goes, on a
+   chain of 10 tasks of 20 ms, 20 interleaved rounds: the thread pool, DagRun
+   waited on with ``wait()`` (no reader), and DagRun read through ``events()``
+   (as the planner reads it); median CPU per task.
 
     python benchmarks/planner.py
     python benchmarks/planner.py --order-only --seeds 10
     python benchmarks/planner.py --scheduler-only --family-seeds 3 --rounds 2
+    python benchmarks/planner.py --breakdown
 """
 
 from __future__ import annotations
@@ -532,6 +537,46 @@ def print_family_rows(seeds: int, rounds: int) -> int:
     return errors
 
 
+def print_breakdown(rounds: int = 20, tasks_n: int = 10, seconds: float = 0.02) -> int:
+    """Where DagRun's CPU above the thread pool's goes, on a chain of ``tasks_n`` sleeping tasks: the pool,
+    DagRun waited on with ``wait()`` (no reader), and DagRun read through ``events()`` (what the planner
+    does), interleaved; median CPU per task. Returns the number of failed runs."""
+    tasks = [Task(id=i, task=f"t{i}", args={"text": "x"}, dep=[i - 1] if i else []) for i in range(tasks_n)]
+    tools: dict[str, Tool] = {t.task: Nap(t.task, seconds) for t in tasks}
+    failed = 0
+
+    def pool_side(executor: ThreadPoolExecutor) -> int:
+        return pool_fifo(tasks, tools, executor)
+
+    def waited() -> int:
+        dag = DagRun(tasks, tools, max_workers=DAG_WORKERS, timeout=30, pool=POOL)
+        dag.start()
+        dag.wait(60)
+        return sum(r.status != "ok" for r in dag.results.values())
+
+    def read() -> int:
+        dag = DagRun(tasks, tools, max_workers=DAG_WORKERS, timeout=30, pool=POOL)
+        for _ in dag.events():
+            pass
+        return sum(r.status != "ok" for r in dag.results.values())
+
+    cpu: dict[str, list[float]] = {"thread pool": [], "DagRun, wait()": [], "DagRun, events()": []}
+    with ThreadPoolExecutor(DAG_WORKERS) as executor:
+        sides = [("thread pool", lambda: pool_side(executor)), ("DagRun, wait()", waited),
+                 ("DagRun, events()", read)]
+        for _ in range(rounds):
+            for name, side in sides:
+                started = time.process_time()
+                failed += side()
+                cpu[name].append((time.process_time() - started) / tasks_n * 1e6)
+    print(f"CPU per task on a chain of {tasks_n} tasks of {seconds * 1000:.0f} ms, median of {rounds} "
+          f"interleaved rounds")
+    for name, values in cpu.items():
+        print(f"{name:<20} {statistics.median(values):>7.0f} us")
+    print(f"errors: {failed}")
+    return failed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--order-only", action="store_true", help="only section 4 (ready-queue order)")
@@ -540,7 +585,11 @@ def main() -> None:
     parser.add_argument("--scheduler-only", action="store_true", help="only section 5 (beside a thread pool)")
     parser.add_argument("--family-seeds", type=int, default=3, help="DAGs per family in section 5")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per DAG in section 5")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="only where DagRun's CPU above the thread pool's goes (a chain: wait() vs events())")
     args = parser.parse_args()
+    if args.breakdown:
+        sys.exit(1 if print_breakdown() else 0)
     if args.scheduler_only:
         sys.exit(1 if print_family_rows(args.family_seeds, args.rounds) else 0)
     if args.order_only:
