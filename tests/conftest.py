@@ -6,8 +6,9 @@ import pytest
 
 from env_scrub import settings_environment
 
-# fixtures every test may use without importing them: chat_server; service_server, smtp_server
-pytest_plugins = ["chat_server", "service_fixtures"]
+# fixtures every test may use without importing them: chat_server; service_server, smtp_server;
+# fresh_token_cache, no_tiktoken
+pytest_plugins = ["chat_server", "service_fixtures", "token_fixtures"]
 
 
 @pytest.fixture(autouse=True)

@@ -94,3 +94,17 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02) -> bool
             return True
         time.sleep(interval)
     return bool(predicate())
+
+
+def read_http_request(rfile) -> tuple[bytes, bytes] | None:
+    """One HTTP/1.1 request from a raw socket stream: ``(head, body)``, or None when the client closed the
+    connection (the raw test servers that need control over their connections use it)."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        byte = rfile.read(1)
+        if not byte:
+            return None
+        head += byte
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    return head, rfile.read(length)

@@ -29,21 +29,7 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    tokens._reset_cache()
-    yield
-    tokens._reset_cache()
-
-
-@pytest.fixture
-def no_tiktoken(monkeypatch):
-    def broken() -> None:
-        raise ImportError("tiktoken is not installed")
-
-    monkeypatch.setitem(tokens._loaders, tokens.OFFLINE_ENCODING, broken)
-    monkeypatch.setattr(tokens, "_load_cached", lambda name: broken())
-    tokens._reset_cache()
+pytestmark = pytest.mark.usefixtures("fresh_token_cache")  # tests/token_fixtures.py (no_tiktoken is there too)
 
 
 def _random_text(rng: random.Random) -> str:
@@ -77,19 +63,23 @@ def test_the_bound_of_messages_is_never_below_their_count():
     assert tokens.message_token_bound(messages) >= tokens.count_message_tokens(messages)
 
 
-def test_within_budget_agrees_with_the_exact_count_at_every_budget():
+def _lines(texts):
+    return [[text, None] for text in texts]  # the tool list's entries: a line, its count once made
+
+
+def test_a_budget_check_agrees_with_the_exact_count_at_every_budget():
     rng = random.Random(3)
     for _ in range(60):
         texts = [_random_text(rng) for _ in range(rng.randint(0, 5))]
         exact = sum(tokens.count_tokens(t) for t in texts)
         for budget in (0, exact - 1, exact, exact + 1, 4 * exact, sum(map(tokens.token_upper_bound, texts))):
-            assert tokens.within_token_budget(texts, budget) == (exact <= budget)
+            assert prompts._fits(_lines(texts), budget) == (exact <= budget)
 
 
 def test_a_text_clearly_within_its_budget_loads_no_encoding():
-    assert tokens.within_token_budget(["hello there", "a short question"], 2000)
+    assert prompts._fits(_lines(["hello there", "a short question"]), 2000)
     assert tokens._encodings == {}  # nothing was loaded
-    assert not tokens.within_token_budget(["hello " * 300], 200)  # the bound is over: counted
+    assert not prompts._fits(_lines(["hello " * 300]), 200)  # the bound is over: counted
     assert tokens.OFFLINE_ENCODING in tokens._encodings
 
 
@@ -198,7 +188,7 @@ def test_a_first_short_question_does_not_import_tiktoken(chat_server, tmp_path):
 def test_the_llm_clients_of_many_apps_share_one_tls_context(chat_server, monkeypatch):
     httpcore = pytest.importorskip("httpcore2")
     from chatgpt_tool_hub.apps import AppFactory
-    from chatgpt_tool_hub.llm import openai_client
+    from chatgpt_tool_hub.llm import http_pools
 
     made = []
     original = httpcore.default_ssl_context
@@ -208,7 +198,7 @@ def test_the_llm_clients_of_many_apps_share_one_tls_context(chat_server, monkeyp
         return original(*args, **kwargs)
 
     monkeypatch.setattr(httpcore, "default_ssl_context", counted)
-    monkeypatch.setattr(openai_client, "_TLS", {}, raising=False)
+    monkeypatch.setattr(http_pools, "_TLS", {})
     chat_server.replies = ["AI: one", "AI: two", "AI: three", "AI: four"]
     factory = AppFactory()
     apps = [factory.create_app(llm_api_base_url=chat_server.url, llm_api_key="k", no_default=True) for _ in range(3)]

@@ -16,6 +16,8 @@ import pytest
 from chatgpt_tool_hub.errors import LLMConnectionError
 from chatgpt_tool_hub.llm.openai_client import OpenAICompatibleLLM
 
+from helpers import read_http_request
+
 MSGS = [{"role": "user", "content": "hi"}]
 
 
@@ -66,16 +68,11 @@ class _Handler(socketserver.StreamRequestHandler):
             number = server.connections
         count = 0
         while True:
-            head = b""
-            while not head.endswith(b"\r\n\r\n"):
-                byte = self.rfile.read(1)
-                if not byte:
-                    return
-                head += byte
+            request = read_http_request(self.rfile)
+            if request is None:
+                return
+            head, body = request
             count += 1
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            body = self.rfile.read(length)
             if not head.startswith(b"POST "):  # the client asking which server this is: on a connection of its own
                 self.wfile.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
                 self.wfile.flush()

@@ -16,6 +16,8 @@ from chatgpt_tool_hub.llm import collect_stream
 from chatgpt_tool_hub.llm.openai_client import OpenAICompatibleLLM
 from chatgpt_tool_hub.llm.openai_stream import SSEPayloads
 
+from helpers import read_http_request
+
 MSGS = [{"role": "user", "content": "hi"}]
 
 
@@ -103,15 +105,10 @@ class _Handler(socketserver.StreamRequestHandler):
         server: RawServer = self.server  # type: ignore[assignment]
         server.connections += 1
         while True:
-            head = b""
-            while not head.endswith(b"\r\n\r\n"):
-                byte = self.rfile.read(1)
-                if not byte:
-                    return
-                head += byte
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            self.rfile.read(length)
+            request = read_http_request(self.rfile)
+            if request is None:
+                return
+            head = request[0]
             if head.startswith(b"GET "):  # the client asking which server this is: not one of the streams
                 self.wfile.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
                 self.wfile.flush()

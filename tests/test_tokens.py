@@ -10,24 +10,7 @@ import pytest
 
 from chatgpt_tool_hub.llm import tokens
 
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    tokens._reset_cache()
-    yield
-    tokens._reset_cache()
-
-
-@pytest.fixture
-def no_tiktoken(monkeypatch):
-    """Every encoding loader fails, as if tiktoken were missing or broken."""
-
-    def broken() -> None:
-        raise ImportError("tiktoken is not installed")
-
-    monkeypatch.setitem(tokens._loaders, tokens.OFFLINE_ENCODING, broken)
-    monkeypatch.setattr(tokens, "_load_cached", lambda name: broken())
-    tokens._reset_cache()
+pytestmark = pytest.mark.usefixtures("fresh_token_cache")  # tests/token_fixtures.py (no_tiktoken is there too)
 
 
 @pytest.fixture

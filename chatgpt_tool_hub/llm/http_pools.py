@@ -25,11 +25,13 @@ opened for the request is told by the HTTP package's ``trace`` extension.
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import threading
 from typing import Any, Callable
 from urllib.request import getproxies
 
-__all__ = ["pooled_async_client", "sync_transport", "PER_POOL", "MOST_POOLS"]
+__all__ = ["pooled_async_client", "sync_client", "sync_transport", "tls_context", "PER_POOL", "MOST_POOLS"]
 
 logger = logging.getLogger("chatgpt_tool_hub.llm")
 
@@ -49,6 +51,54 @@ def pooled_async_client(timeout: float | None) -> Any:
         return None
     module, (transport_class, _) = found
     return client_class(timeout=timeout, transport=transport_class(module))
+
+
+def sync_client(timeout: float | None) -> Any:
+    """``openai.DefaultHttpxClient`` (openai's own defaults) with the process's one TLS context
+    (:func:`tls_context`) and :func:`sync_transport`, closed when dropped as openai's own client is; None
+    (openai builds its default) when the HTTP package is not one this knows."""
+    import openai
+
+    base = openai.DefaultHttpxClient
+    context = tls_context(sys.modules.get(_http_module(base)))
+    if context is None:
+        return None
+    with _TLS_LOCK:
+        klass = _CLOSING.get(base)
+        if klass is None:
+            klass = _CLOSING[base] = type("ClosedWhenDropped", (base,), {"__del__": _close_when_dropped})
+    return klass(timeout=timeout, verify=context, transport=sync_transport(context))
+
+
+def tls_context(http: Any) -> Any:
+    """The process's TLS context for the HTTP package ``http`` (the default verification, the environment's
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), made once; None when the package has no ``create_ssl_context``.
+
+    A context holds the loaded CA certificates, about 800 KiB and 90 ms of CPU that the default clients
+    load again for each client, i.e. for each app; a context is made to be shared by connections."""
+    make_context = getattr(http, "create_ssl_context", None)
+    if not callable(make_context):
+        return None
+    key = (http.__name__, os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None)
+    with _TLS_LOCK:
+        context = _TLS.get(key)
+        if context is None:
+            context = _TLS[key] = make_context()  # verify=True, trust_env=True: the default transport's
+    return context
+
+
+_TLS: dict[tuple[str, str | None, str | None], Any] = {}
+_TLS_LOCK = threading.Lock()
+_CLOSING: dict[type, type] = {}
+
+
+def _close_when_dropped(self: Any) -> None:
+    """What openai's own HTTP client does when it is dropped: close its connections."""
+    try:
+        if not self.is_closed:
+            self.close()
+    except Exception:
+        pass
 
 
 def sync_transport(verify: Any = True) -> Any:
@@ -177,13 +227,10 @@ def _transport_classes(module: Any) -> tuple[type, type] | None:
             self.pools: list[Any] = []
             self.busy: list[int] = []
             self._fresh: Any = None  # the pool of the requests sent again: it keeps no connection alive
-            self._tls: dict[str, Any] = {}  # one TLS context for all pools (loading the CA file takes ~20 ms)
 
         def _new_pool(self, limits: Any = None) -> Any:
-            make_context = getattr(self._http, "create_ssl_context", None)
-            if callable(make_context) and "context" not in self._tls:
-                self._tls["context"] = make_context()  # verify=True, trust_env=True: the default transport's
-            extra = {"verify": self._tls["context"]} if "context" in self._tls else {}
+            context = tls_context(self._http)  # the process's one (loading the CA file is the costly part)
+            extra = {"verify": context} if context is not None else {}
             return self._http.AsyncHTTPTransport(limits=limits or self._limits, **extra)
 
         def _pick(self) -> int:

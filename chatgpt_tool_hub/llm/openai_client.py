@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sys
 import threading
 import time
 import weakref
@@ -46,7 +44,7 @@ from ..config import proxy_url
 from ..errors import ConfigError, UserError
 from ..redact import Redactor
 from .base import BaseLLM, LLMResponse, Message, StreamChunk
-from .http_pools import pooled_async_client, sync_transport
+from .http_pools import pooled_async_client, sync_client
 from .openai_parts import (
     OPENAI_BASE_URL,
     _aclose,
@@ -74,47 +72,6 @@ logger = logging.getLogger("chatgpt_tool_hub.llm")
 
 _sleep = time.sleep  # patched in tests
 _asleep = asyncio.sleep  # the async path's, patched in tests
-
-
-# --- the HTTP client of the sync openai client -------------------------------------------------
-
-_TLS: dict[tuple[str | None, str | None], Any] = {}  # (SSL_CERT_FILE, SSL_CERT_DIR) -> the TLS context
-_TLS_LOCK = threading.Lock()
-_HTTP_CLASSES: dict[type, type] = {}
-
-
-def _sync_http_client(openai: Any, timeout: float | None) -> Any:
-    """``openai.DefaultHttpxClient`` (openai's own defaults) with the process's one TLS context, closed when
-    dropped as openai's own client is; None (openai builds its default) when the HTTP package has no
-    ``create_ssl_context``.
-
-    A TLS context holds the loaded CA certificates, about 800 KiB that the default client loads again for
-    each client, i.e. for each app: the contexts are alike (the default verification, the environment's
-    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), and a context is made to be shared by connections."""
-    base = openai.DefaultHttpxClient
-    http = next((sys.modules.get(k.__module__.partition(".")[0]) for k in base.__mro__ if k.__name__ == "Client"),
-                None)
-    make_context = getattr(http, "create_ssl_context", None)
-    if not callable(make_context):
-        return None
-    key = (os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None)
-    with _TLS_LOCK:
-        context = _TLS.get(key)
-        if context is None:
-            context = _TLS[key] = make_context()  # verify=True, trust_env=True: the default transport's
-        klass = _HTTP_CLASSES.get(base)
-        if klass is None:
-            klass = _HTTP_CLASSES[base] = type("ClosedWhenDropped", (base,), {"__del__": _close_when_dropped})
-    return klass(timeout=timeout, verify=context, transport=sync_transport(context))  # see http_pools
-
-
-def _close_when_dropped(self: Any) -> None:
-    """What openai's own HTTP client does when it is dropped: close its connections."""
-    try:
-        if not self.is_closed:
-            self.close()
-    except Exception:
-        pass
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -318,7 +275,7 @@ class OpenAICompatibleLLM(RequestPlans, BaseLLM):
         elif asynchronous:  # many requests at once from one loop: several small connection pools
             http_client = pooled_async_client(self.timeout)
         else:
-            http_client = _sync_http_client(openai, self.timeout)
+            http_client = sync_client(self.timeout)
         common: dict[str, Any] = dict(api_key=key, timeout=self.timeout, max_retries=0)
         if http_client is not None:
             common["http_client"] = http_client

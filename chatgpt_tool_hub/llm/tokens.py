@@ -15,9 +15,9 @@ Every public function works (and returns quickly) in all three cases.
 Budgets do not need a count until they are nearly reached: :func:`token_upper_bound`
 (the text's UTF-8 length) is never below the count, whichever of the three
 applies, since a byte-level BPE token holds at least one byte and the heuristic
-charges at most one token per byte. :func:`within_token_budget` answers "does
-this fit?" from that bound alone when the text is clearly under the budget, and
-counts (loading the encoding) only when the bound says it might not fit. With
+charges at most one token per byte. A budget is checked against that bound
+first, and counted (loading the encoding) only when the bound says it might not
+fit (``engine.memory``, the prompt's tool list). With
 cl100k, English prose and Python code run at about 4 bytes per token, Chinese
 at about 3, compact JSON at 1.7, and a comma-separated list of digits at 1.06
 (nearly a token per byte): no bound tighter than the byte length is safe for
@@ -45,7 +45,6 @@ __all__ = [
     "heuristic_token_count",
     "token_upper_bound",
     "message_token_bound",
-    "within_token_budget",
 ]
 
 logger = logging.getLogger("chatgpt_tool_hub.llm")
@@ -290,16 +289,6 @@ def token_upper_bound(text: str) -> int:
     if text.isascii():
         return len(text)
     return len(text.encode("utf-8", errors="surrogatepass"))
-
-
-def within_token_budget(texts: Iterable[str], max_tokens: int, model: str | None = None) -> bool:
-    """Whether the ``texts`` together count at most ``max_tokens`` tokens (exactly as :func:`count_tokens`
-    says); counted only when their :func:`token_upper_bound` is over the budget, so a text well within its
-    budget never loads an encoding."""
-    texts = list(texts)
-    if sum(token_upper_bound(t) for t in texts) <= max_tokens:
-        return True
-    return sum(count_tokens(t, model) for t in texts) <= max_tokens
 
 
 def token_counter_is_exact(model: str | None = None) -> bool:
